@@ -1,0 +1,208 @@
+"""Every error actwheel raises on purpose, in one hierarchy.
+
+::
+
+    ActwheelError
+    ├── InvalidInput (ValueError)        bad input where it enters; names field, value, expected
+    │   ├── InvalidTrigger               a trigger spec that cannot be parsed or evaluated
+    │   ├── InvalidAction                an action config that fails validation (many errors at once)
+    │   └── InvalidMessage               a bus message that is malformed, unknown or oversized
+    ├── StorageError                     anything the storage port raises
+    │   ├── Conflict                     a unique key or an expected version did not hold
+    │   ├── NotFound                     the record does not exist
+    │   └── StorageUnavailable           the database cannot be reached or timed out
+    ├── BusError                         anything the bus port raises
+    │   ├── Unroutable                   a published message matched no queue (mandatory)
+    │   └── BusUnavailable               the broker cannot be reached
+    ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
+    └── NotAvailable                     a feature that is not built yet; never a silent no-op
+
+Errors carry the offending id / field / value as attributes *and* in the message,
+so a log line or an API answer is enough to fix the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ActwheelError",
+    "BusError",
+    "BusUnavailable",
+    "Conflict",
+    "FieldError",
+    "InvalidAction",
+    "InvalidInput",
+    "InvalidMessage",
+    "InvalidTrigger",
+    "NotAvailable",
+    "NotFound",
+    "PermissionDenied",
+    "StorageError",
+    "StorageUnavailable",
+    "Unroutable",
+]
+
+_MAX_VALUE_REPR = 120
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    if len(text) > _MAX_VALUE_REPR:
+        text = text[: _MAX_VALUE_REPR - 3] + "..."
+    return text
+
+
+class ActwheelError(Exception):
+    """Base of every error actwheel raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem with one field: its dotted path, the value seen, what would be valid."""
+
+    field: str
+    value: Any
+    expected: str
+
+    def __str__(self) -> str:
+        return f"{self.field}={_short(self.value)}: expected {self.expected}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "value": self.value, "expected": self.expected}
+
+
+class InvalidInput(ActwheelError, ValueError):
+    """Input refused where it entered.
+
+    :ivar field: dotted path of the first offending field (``trigger.timezone``)
+    :ivar value: the value that was refused
+    :ivar expected: what would have been valid
+    :ivar errors: every problem found, when several were collected at once
+    """
+
+    def __init__(
+        self,
+        field: str,
+        value: Any,
+        expected: str,
+        *,
+        errors: Sequence[FieldError] | None = None,
+    ) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        self.errors: tuple[FieldError, ...] = tuple(errors or (FieldError(field, value, expected),))
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+    @classmethod
+    def collect(cls, errors: Sequence[FieldError]) -> InvalidInput:
+        """Build one error that reports every problem in ``errors`` (at least one)."""
+        if not errors:
+            raise ValueError("collect() needs at least one FieldError")
+        first = errors[0]
+        return cls(first.field, first.value, first.expected, errors=errors)
+
+
+class InvalidTrigger(InvalidInput):
+    """A trigger spec that cannot be parsed, or that Quartz accepts but cannot evaluate."""
+
+
+class InvalidAction(InvalidInput):
+    """An action type or config that fails validation."""
+
+
+class InvalidMessage(InvalidInput):
+    """A bus message that is malformed, of an unknown type, or too large."""
+
+
+class StorageError(ActwheelError):
+    """Anything the storage port raises; driver errors never cross the port."""
+
+
+class Conflict(StorageError):
+    """A unique key or an expected version did not hold.
+
+    :ivar record: the kind of record (``automation``, ``run``, ...)
+    :ivar key: the id or key that conflicted
+    """
+
+    def __init__(self, record: str, key: Any, detail: str = "") -> None:
+        self.record = record
+        self.key = key
+        self.detail = detail
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"conflict on {record} {_short(key)}{suffix}")
+
+
+class NotFound(StorageError):
+    """The record does not exist.
+
+    :ivar record: the kind of record
+    :ivar key: the id that was looked up
+    """
+
+    def __init__(self, record: str, key: Any) -> None:
+        self.record = record
+        self.key = key
+        super().__init__(f"{record} {_short(key)} not found")
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached, or an operation timed out."""
+
+
+class BusError(ActwheelError):
+    """Anything the bus port raises."""
+
+
+class Unroutable(BusError):
+    """A message published as mandatory matched no queue.
+
+    :ivar exchange: the exchange it was published to
+    :ivar routing_key: its routing key
+    """
+
+    def __init__(self, exchange: str, routing_key: str) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        super().__init__(f"message to {exchange!r} with routing key {routing_key!r} is unroutable")
+
+
+class BusUnavailable(BusError):
+    """The broker cannot be reached."""
+
+
+class PermissionDenied(ActwheelError):
+    """The caller lacks a scope, or a policy rule denies the action.
+
+    :ivar subject: who asked
+    :ivar action: what was asked
+    :ivar missing: scopes that were needed and not held
+    """
+
+    def __init__(self, subject: str, action: str, missing: Sequence[str] = (), reason: str = "") -> None:
+        self.subject = subject
+        self.action = action
+        self.missing = tuple(missing)
+        self.reason = reason
+        parts = [f"{subject!r} may not {action!r}"]
+        if self.missing:
+            parts.append(f"missing scopes: {', '.join(self.missing)}")
+        if reason:
+            parts.append(reason)
+        super().__init__("; ".join(parts))
+
+
+class NotAvailable(ActwheelError):
+    """A feature that is not built yet. Searchable: ``actwheel.NotAvailable``.
+
+    :ivar feature: the feature that was asked for
+    """
+
+    def __init__(self, feature: str, hint: str = "") -> None:
+        self.feature = feature
+        suffix = f" ({hint})" if hint else ""
+        super().__init__(f"actwheel.NotAvailable: {feature} is not available yet{suffix}")

@@ -1,0 +1,1 @@
+"""Shared fixtures. Service fixtures (PostgreSQL, RabbitMQ) live in tests/services.py."""
