@@ -1,0 +1,17 @@
+"""``actwheel run`` (placeholder: being built)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from actwheel.errors import NotAvailable
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="(not available yet)")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    raise NotAvailable("actwheel run")
