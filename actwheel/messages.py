@@ -1,0 +1,315 @@
+"""The message contracts: frozen, keyword-only records with past-tense names.
+
+Each record has a ``TYPE`` (the envelope ``type`` and, for events, the
+routing key) and converts to and from the envelope's ``data`` object. One
+message may carry many items (due automations, ready runs): every hop batches.
+``docs/asyncapi.yaml`` documents the same contracts for other languages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from actwheel.errors import InvalidMessage
+
+__all__ = [
+    "ActionRequested",
+    "AutomationChanged",
+    "AutomationCommandRequested",
+    "AutomationsDue",
+    "DueItem",
+    "Message",
+    "RunTransitioned",
+    "RunsReady",
+    "StepProgressed",
+    "message_from_data",
+    "parse_instant",
+]
+
+
+def parse_instant(value: Any, field_name: str) -> datetime:
+    """An aware datetime from ISO text, or :class:`InvalidMessage` naming the field."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidMessage(field_name, value, "an ISO-8601 instant with an offset") from None
+    else:
+        raise InvalidMessage(field_name, value, "an ISO-8601 instant with an offset")
+    if parsed.tzinfo is None:
+        raise InvalidMessage(field_name, value, "an ISO-8601 instant with an offset")
+    return parsed
+
+
+def _str(data: Mapping[str, Any], name: str, *, optional: bool = False) -> Any:
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidMessage(f"data.{name}", value, "a non-empty string")
+    return value
+
+
+def _list(data: Mapping[str, Any], name: str) -> list[Any]:
+    value = data.get(name)
+    if not isinstance(value, list):
+        raise InvalidMessage(f"data.{name}", value, "a list")
+    return value
+
+
+def _dict(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise InvalidMessage(f"data.{name}", value, "an object")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    TYPE: ClassVar[str] = ""
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = _jsonable(asdict(self))
+        return data
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DueItem:
+    automation_id: str
+    scheduled_for: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AutomationsDue(Message):
+    """The ticker saw these automations come due (routing key ``automation.due``)."""
+
+    TYPE: ClassVar[str] = "automation.due"
+    items: tuple[DueItem, ...]
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> AutomationsDue:
+        if "automation_id" in data:  # the single-item form {automation_id, scheduled_for}
+            return cls(items=(_due_item(data, "data"),))
+        items = _list(data, "items")
+        return cls(items=tuple(_due_item(item, f"data.items[{i}]") for i, item in enumerate(items)))
+
+
+def _due_item(item: Any, where: str) -> DueItem:
+    if not isinstance(item, dict):
+        raise InvalidMessage(where, item, "an object {automation_id, scheduled_for}")
+    automation_id = item.get("automation_id")
+    if not isinstance(automation_id, str) or not automation_id:
+        raise InvalidMessage(f"{where}.automation_id", automation_id, "a non-empty string")
+    return DueItem(
+        automation_id=automation_id,
+        scheduled_for=parse_instant(item.get("scheduled_for"), f"{where}.scheduled_for"),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunsReady(Message):
+    """These runs were committed PENDING and may be claimed (routing key ``run.ready``)."""
+
+    TYPE: ClassVar[str] = "run.ready"
+    run_ids: tuple[str, ...]
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunsReady:
+        if "run_id" in data:
+            return cls(run_ids=(_str(data, "run_id"),))
+        ids = _list(data, "run_ids")
+        for i, run_id in enumerate(ids):
+            if not isinstance(run_id, str) or not run_id:
+                raise InvalidMessage(f"data.run_ids[{i}]", run_id, "a non-empty string")
+        return cls(run_ids=tuple(ids))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunTransitioned(Message):
+    """A run moved to ``status`` (routing key ``run.<status lower-case>``)."""
+
+    TYPE: ClassVar[str] = "run.transitioned"
+    run_id: str
+    automation_id: str | None
+    status: str
+    reason: str | None = None
+    attempt: int = 0
+    scheduled_for: datetime | None = None
+    action_type: str | None = None
+    summary: str | None = None
+    error: str | None = None
+
+    @property
+    def routing_key(self) -> str:
+        return f"run.{self.status.lower()}"
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunTransitioned:
+        scheduled = data.get("scheduled_for")
+        attempt = data.get("attempt", 0)
+        if not isinstance(attempt, int):
+            raise InvalidMessage("data.attempt", attempt, "an integer")
+        return cls(
+            run_id=_str(data, "run_id"),
+            automation_id=_str(data, "automation_id", optional=True),
+            status=_str(data, "status"),
+            reason=_str(data, "reason", optional=True),
+            attempt=attempt,
+            scheduled_for=None if scheduled is None else parse_instant(scheduled, "data.scheduled_for"),
+            action_type=_str(data, "action_type", optional=True),
+            summary=data.get("summary") if isinstance(data.get("summary"), str) else None,
+            error=data.get("error") if isinstance(data.get("error"), str) else None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AutomationChanged(Message):
+    """An automation was created, updated, enabled, disabled, completed or deleted.
+
+    Routing key ``automation.<change>``; tickers apply it to their wheel at once.
+    """
+
+    TYPE: ClassVar[str] = "automation.changed"
+    automation_id: str
+    change: str
+    next_run_at: datetime | None = None
+    version: int = 0
+
+    @property
+    def routing_key(self) -> str:
+        return f"automation.{self.change}"
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> AutomationChanged:
+        nxt = data.get("next_run_at")
+        version = data.get("version", 0)
+        if not isinstance(version, int):
+            raise InvalidMessage("data.version", version, "an integer")
+        return cls(
+            automation_id=_str(data, "automation_id"),
+            change=_str(data, "change"),
+            next_run_at=None if nxt is None else parse_instant(nxt, "data.next_run_at"),
+            version=version,
+        )
+
+
+COMMANDS = ("create", "update", "enable", "disable", "delete", "delete_by_session",
+            "delete_by_agent", "run_now")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AutomationCommandRequested(Message):
+    """A publisher asks the planner to change automations (routing key ``command.<command>``).
+
+    ``data`` carries the command's arguments: ``automation`` for create, ``automation_id``
+    (+ ``changes``, ``expected_version``) for update/enable/disable/delete/run_now,
+    ``session_id`` / ``agent_id`` for the bulk deletes.
+    """
+
+    TYPE: ClassVar[str] = "automation.command"
+    command: str
+    owner_id: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> AutomationCommandRequested:
+        command = data.get("command")
+        if command not in COMMANDS:
+            raise InvalidMessage("data.command", command, "one of " + ", ".join(COMMANDS))
+        return cls(command=command, owner_id=_str(data, "owner_id"), args=_dict(data, "args"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionRequested(Message):
+    """An ad hoc action request (routing key ``action.request``).
+
+    Accepts the names ``executor_type`` / ``parameters`` for ``type`` / ``config``.
+    """
+
+    TYPE: ClassVar[str] = "action.request"
+    type: str
+    config: dict[str, Any]
+    owner_id: str
+    idempotency_key: str | None = None
+    dry_run: bool = False
+    context: dict[str, Any] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ActionRequested:
+        data = dict(data)
+        data.setdefault("type", data.pop("executor_type", None))
+        data.setdefault("config", data.pop("parameters", {}))
+        dry_run = data.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise InvalidMessage("data.dry_run", dry_run, "true or false")
+        scopes = data.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            raise InvalidMessage("data.scopes", scopes, "a list of strings")
+        return cls(
+            type=_str(data, "type"),
+            config=_dict(data, "config"),
+            owner_id=_str(data, "owner_id"),
+            idempotency_key=_str(data, "idempotency_key", optional=True),
+            dry_run=dry_run,
+            context=_dict(data, "context"),
+            scopes=tuple(scopes),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepProgressed(Message):
+    """A composite step changed state (routing key ``run.step``), for live task lists."""
+
+    TYPE: ClassVar[str] = "run.step"
+    run_id: str
+    step: str
+    state: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> StepProgressed:
+        return cls(run_id=_str(data, "run_id"), step=_str(data, "step"), state=_str(data, "state"),
+                   detail=_dict(data, "detail"))
+
+
+_M = TypeVar("_M", bound=Message)
+
+#: Every message type the engine consumes, by envelope ``type``.
+MESSAGE_TYPES: Mapping[str, Callable[[Mapping[str, Any]], Message]] = {
+    AutomationsDue.TYPE: AutomationsDue.from_data,
+    RunsReady.TYPE: RunsReady.from_data,
+    RunTransitioned.TYPE: RunTransitioned.from_data,
+    AutomationChanged.TYPE: AutomationChanged.from_data,
+    AutomationCommandRequested.TYPE: AutomationCommandRequested.from_data,
+    ActionRequested.TYPE: ActionRequested.from_data,
+    StepProgressed.TYPE: StepProgressed.from_data,
+}
+
+
+def message_from_data(type_: str, data: Mapping[str, Any]) -> Message:
+    """Decode an envelope's ``data`` by its ``type``.
+
+    :raises InvalidMessage: unknown type, or a field that does not fit
+    """
+    factory = MESSAGE_TYPES.get(type_)
+    if factory is None:
+        raise InvalidMessage("type", type_, "one of " + ", ".join(sorted(MESSAGE_TYPES)))
+    if not isinstance(data, Mapping):
+        raise InvalidMessage("data", data, "an object")
+    return factory(data)
