@@ -1,0 +1,96 @@
+"""Engine settings: command-line flags override environment variables override defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from actwheel.errors import InvalidInput
+
+__all__ = ["ALL_ROLES", "DEFAULT_DATABASE_URL", "Settings", "instance_id"]
+
+DEFAULT_DATABASE_URL = "sqlite:///actwheel.db"
+ALL_ROLES: tuple[str, ...] = ("ticker", "planner", "router", "recovery", "cdc", "auditor", "metrics")
+
+
+def instance_id(env: Mapping[str, str] | None = None) -> str:
+    """``HOSTNAME`` if set, else ``pid-<pid>`` (DESIGN: scaling out)."""
+    env = os.environ if env is None else env
+    return env.get("HOSTNAME") or f"pid-{os.getpid()}"
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidInput(name, raw, "a number") from None
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(name, raw, "true or false")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    broker_url: str = "memory://"
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    instance: str = field(default_factory=instance_id)
+    roles: tuple[str, ...] = ALL_ROLES
+    horizon_s: float = 3600.0
+    lease_s: float = 30.0
+    partition_leases: bool = True
+    partitions: int = 64
+    router_concurrency: int = 256
+    grace_s: float = 10.0
+    sweep_interval_s: float = 5.0
+    stale_pending_s: float = 30.0
+    local_owner: str = "local"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Defaults, then ``ACTWHEEL_*`` variables, then non-``None`` ``overrides``."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {
+            "database_url": env.get("ACTWHEEL_DATABASE_URL", DEFAULT_DATABASE_URL),
+            "broker_url": env.get("ACTWHEEL_BROKER_URL", "memory://"),
+            "horizon_s": _float(env, "ACTWHEEL_HORIZON_S", 3600.0),
+            "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
+            "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),
+            "instance": instance_id(env),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        unknown = [r for r in self.roles if r not in ALL_ROLES]
+        if unknown:
+            raise InvalidInput("actors", unknown[0], "one of " + ", ".join(ALL_ROLES))
+        if not 0 < self.http_port < 65536:
+            raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
+        if self.horizon_s < 1:
+            raise InvalidInput("horizon_s", self.horizon_s, "at least 1 second")
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` → (host, port), or :class:`InvalidInput` naming ``--http``."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise InvalidInput("--http", value, "HOST:PORT, e.g. 127.0.0.1:8080")
+    return host or "127.0.0.1", int(port)
+
+
