@@ -18,6 +18,8 @@ OverlapPolicy = str  # "skip" | "buffer_one" | "allow"
 MisfirePolicy = str  # "fire_once" | "skip"
 _OVERLAP = ("skip", "buffer_one", "allow")
 _MISFIRE = ("fire_once", "skip")
+_POLICY_FIELDS = {"retry", "timeout_s", "overlap", "misfire", "grace_s", "concurrency"}
+_RETRY_FIELDS = {"max_attempts", "backoff_initial_s", "backoff_max_s", "multiplier", "jitter"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +59,7 @@ class Policy:
         errors: list[FieldError] = []
         if not isinstance(raw, Mapping):
             raise InvalidInput(field_prefix, raw, "an object")
-        _unknown(raw, {"retry", "timeout_s", "overlap", "misfire", "grace_s", "concurrency"}, field_prefix, errors)
+        _unknown(raw, _POLICY_FIELDS, field_prefix, errors)
         retry = _parse_retry(raw.get("retry"), f"{field_prefix}.retry", errors)
         values = {
             "timeout_s": _number(raw, "timeout_s", 300.0, field_prefix, errors, low=0.001),
@@ -77,7 +79,7 @@ def _parse_retry(raw: Any, prefix: str, errors: list[FieldError]) -> RetryPolicy
     if not isinstance(raw, Mapping):
         errors.append(FieldError(prefix, raw, "an object"))
         return RetryPolicy()
-    _unknown(raw, {"max_attempts", "backoff_initial_s", "backoff_max_s", "multiplier", "jitter"}, prefix, errors)
+    _unknown(raw, _RETRY_FIELDS, prefix, errors)
     return RetryPolicy(
         max_attempts=int(_number(raw, "max_attempts", 3, prefix, errors, low=1, integer=True)),
         backoff_initial_s=_number(raw, "backoff_initial_s", 1.0, prefix, errors, low=0),
@@ -89,7 +91,8 @@ def _parse_retry(raw: Any, prefix: str, errors: list[FieldError]) -> RetryPolicy
 
 def _unknown(raw: Mapping[str, Any], known: set[str], prefix: str, errors: list[FieldError]) -> None:
     for key in sorted(set(raw) - known):
-        errors.append(FieldError(f"{prefix}.{key}", raw[key], "one of the fields " + ", ".join(sorted(known))))
+        expected = "one of the fields " + ", ".join(sorted(known))
+        errors.append(FieldError(f"{prefix}.{key}", raw[key], expected))
 
 
 def _number(raw: Mapping[str, Any], name: str, default: float, prefix: str, errors: list[FieldError],
