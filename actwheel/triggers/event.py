@@ -1,19 +1,125 @@
-"""The ``event`` trigger (placeholder: being built)."""
+"""The ``event`` trigger: fires when a bus message's routing key matches a topic pattern.
+
+Spec::
+
+    {"type": "event", "routing_key": "orders.*.created"}
+    {"type": "event", "routing_key": "orders.#", "timezone": "Europe/Berlin"}
+
+The pattern follows AMQP topic-exchange semantics: words separated by ``.``;
+``*`` matches exactly one word, ``#`` matches zero or more words. A literal
+word is made of ``A-Z a-z 0-9 _ -``; empty words (``a..b``, a leading or
+trailing dot) and mixed words (``order*``) are refused. At most 255 bytes,
+AMQP's limit for a routing key.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from actwheel.errors import NotAvailable
-from actwheel.triggers.base import Trigger
+from actwheel.errors import InvalidTrigger
+from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
+from actwheel.triggers.once import check_fields
 
-__all__ = ["EventTrigger"]
+__all__ = ["EventTrigger", "topic_matches", "validate_topic_pattern"]
+
+_FIELDS = ("type", "routing_key", "timezone")
+_WORD = re.compile(r"[A-Za-z0-9_-]+|\*|#")
+_MAX_BYTES = 255
+_UTC = ZoneInfo("UTC")
+_EXPECTED = ("an AMQP topic pattern: words of A-Z a-z 0-9 _ - separated by '.', "
+             "'*' for exactly one word, '#' for zero or more (e.g. 'orders.*.created'), at most 255 bytes")
 
 
+def validate_topic_pattern(pattern: Any, field: str = "routing_key") -> str:
+    """``pattern`` if it is a valid topic pattern.
+
+    :raises InvalidTrigger: naming ``field``, the value and the word that is wrong
+    """
+    if not isinstance(pattern, str) or not pattern or len(pattern.encode()) > _MAX_BYTES:
+        raise InvalidTrigger(field, pattern, _EXPECTED)
+    for index, word in enumerate(pattern.split(".")):
+        if not _WORD.fullmatch(word):
+            raise InvalidTrigger(field, pattern, f"{_EXPECTED}; word {index + 1} ({word!r}) is not valid")
+    return pattern
+
+
+def topic_matches(pattern: str, routing_key: str) -> bool:
+    """True when ``routing_key`` matches the topic ``pattern`` (AMQP semantics).
+
+    The empty routing key has no words (as in RabbitMQ): ``#`` matches it, ``*`` does not.
+    """
+    keys = routing_key.split(".") if routing_key else []
+    # Memoised on (pattern position, key position): O(len(pattern) * len(keys)) even with many '#'.
+    return _match_from(pattern.split("."), keys, 0, 0, {})
+
+
+def _match_from(pattern: Sequence[str], keys: Sequence[str], p: int, k: int,
+                memo: dict[tuple[int, int], bool]) -> bool:
+    if (p, k) in memo:
+        return memo[(p, k)]
+    if p == len(pattern):
+        result = k == len(keys)
+    elif pattern[p] == "#":
+        result = _match_from(pattern, keys, p + 1, k, memo) or (
+            k < len(keys) and _match_from(pattern, keys, p, k + 1, memo))
+    else:
+        word_matches = k < len(keys) and pattern[p] in ("*", keys[k])
+        result = word_matches and _match_from(pattern, keys, p + 1, k + 1, memo)
+    memo[(p, k)] = result
+    return result
+
+
+@dataclass(frozen=True, slots=True)
 class EventTrigger(Trigger):
+    """Fires on bus events whose routing key matches ``routing_key``; never on the clock.
+
+    :ivar routing_key: the topic pattern
+    :ivar tz: the zone the automation is written in (default UTC)
+    """
+
+    routing_key: str
+    tz: ZoneInfo = _UTC
+
     type = "event"
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Trigger:
-        raise NotAvailable("trigger type 'event'")
+        """An event trigger from ``{"type": "event", "routing_key": ..., "timezone": ...}``.
+
+        :raises InvalidTrigger: naming the field, the value and what would be valid
+        """
+        check_fields(spec, _FIELDS, "an 'event' trigger")
+        pattern = validate_topic_pattern(spec.get("routing_key"))
+        zone = parse_zone(spec["timezone"]) if "timezone" in spec else _UTC
+        return cls(pattern, zone)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return self.tz
+
+    @property
+    def is_event(self) -> bool:
+        return True
+
+    def next_fire_after(self, instant: datetime) -> Fire | None:
+        """Always ``None``: an event trigger fires when a matching message arrives, not at a time."""
+        require_aware(instant)
+        return None
+
+    def matches(self, routing_key: str) -> bool:
+        """True when a message with ``routing_key`` should fire this trigger."""
+        return topic_matches(self.routing_key, routing_key)
+
+    def describe(self) -> str:
+        return f"on each event whose routing key matches {self.routing_key!r}"
+
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": self.type, "routing_key": self.routing_key}
+        if self.tz.key != "UTC":
+            spec["timezone"] = self.tz.key
+        return spec
