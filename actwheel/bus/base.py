@@ -1,0 +1,352 @@
+"""The bus port: publish envelopes to topic exchanges, consume them from durable queues.
+
+Contract shared by every adapter (``memory``, ``amqp``), checked by one test suite:
+
+- **Publishing** returns only once the broker has taken responsibility for the message
+  (publisher confirm). An unroutable mandatory message raises :class:`Unroutable`, a
+  full queue or a broker nack raises :class:`PublishRefused`, an unreachable broker
+  raises :class:`BusUnavailable`. A retry after an error may duplicate a message:
+  consumers dedupe by ``envelope.id``.
+- **Ack by scope, outcome by exception.** A handler that returns acks the delivery;
+  ``raise Retry(delay)`` requeues it (after ``delay`` seconds, held by the consumer);
+  ``raise Reject(reason)`` or :class:`InvalidMessage` dead-letters it at once with the
+  reason in its headers; any other exception is logged and requeues it. Every requeue
+  counts toward the queue's delivery limit, past which the message is dead-lettered
+  with reason ``delivery_limit``. A handler that raises never stops its consumer.
+- A body that does not decode (malformed, oversized, unknown schema version) never
+  reaches a handler: it is dead-lettered with its reason and counted.
+- **Prefetch** bounds the deliveries a consumer has in flight at once.
+- Messages a consumer had not acked when it was cancelled, or when its connection
+  died, come back (``redelivered=True``) to another consumer. An ack that can no
+  longer be sent (dead channel) is dropped and counted, never sent on a new channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from actwheel.bus.envelope import Envelope
+from actwheel.bus.topology import QueueSpec, Topology
+from actwheel.errors import BusError, InvalidInput
+
+__all__ = [
+    "Bus",
+    "BusState",
+    "BusStats",
+    "DeadLetter",
+    "DeadLetterHandler",
+    "Delivery",
+    "Handler",
+    "InFlight",
+    "PublishRefused",
+    "Reject",
+    "Retry",
+    "Subscription",
+]
+
+#: Headers actwheel sets when it dead-letters a message itself.
+REASON_HEADER = "x-actwheel-reason"
+DETAIL_HEADER = "x-actwheel-detail"
+ORIGIN_QUEUE_HEADER = "x-actwheel-queue"
+ORIGIN_EXCHANGE_HEADER = "x-actwheel-exchange"
+ORIGIN_ROUTING_KEY_HEADER = "x-actwheel-routing-key"
+#: Headers the broker sets when it dead-letters (delivery limit), emulated by the memory bus.
+BROKER_REASON_HEADER = "x-first-death-reason"
+BROKER_QUEUE_HEADER = "x-first-death-queue"
+BROKER_EXCHANGE_HEADER = "x-first-death-exchange"
+DELIVERY_COUNT_HEADER = "x-delivery-count"
+
+
+class Retry(Exception):  # an outcome, not an error
+    """Raised by a handler: requeue this delivery, after ``delay`` seconds when given.
+
+    The consumer holds the delivery (it keeps its prefetch slot) during the delay.
+    """
+
+    def __init__(self, delay: float | None = None) -> None:
+        if delay is not None and delay < 0:
+            raise InvalidInput("delay", delay, "None or seconds >= 0")
+        self.delay = delay
+        super().__init__(f"retry after {delay}s" if delay else "retry")
+
+
+class Reject(Exception):  # an outcome, not an error
+    """Raised by a handler: dead-letter this delivery now, with ``reason`` in its headers."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class PublishRefused(BusError):
+    """The broker refused a message: a queue it routes to is full, or the broker nacked it.
+
+    :ivar exchange: the exchange it was published to
+    :ivar routing_key: its routing key
+    :ivar reason: what the bus knows about why
+    """
+
+    def __init__(self, exchange: str, routing_key: str, reason: str) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.reason = reason
+        super().__init__(f"message to {exchange!r} with routing key {routing_key!r} refused: {reason}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Delivery:
+    """One delivery of an envelope to a consumer.
+
+    :ivar delivery_count: 1 on the first delivery, 2 on the first redelivery, ...
+    :ivar redelivered: the broker delivered this message before (to anyone)
+    :ivar headers: the AMQP headers as sent, plus the broker's
+    """
+
+    envelope: Envelope
+    queue: str
+    exchange: str
+    routing_key: str
+    redelivered: bool
+    delivery_count: int
+    headers: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeadLetter:
+    """A message in the dead-letter queue and why it is there.
+
+    :ivar reason: ``delivery_limit``, ``rejected``, ``invalid_message``, ``malformed``,
+        ``oversized`` or ``unsupported_schema`` (``expired``/``maxlen`` from the broker are passed on)
+    :ivar detail: a human-readable explanation when actwheel dead-lettered it
+    :ivar queue: the queue it was dead-lettered from
+    :ivar envelope: the decoded envelope, ``None`` when the body does not decode
+    """
+
+    reason: str
+    detail: str
+    queue: str
+    exchange: str
+    routing_key: str
+    body: bytes
+    headers: Mapping[str, Any]
+    envelope: Envelope | None
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+DeadLetterHandler = Callable[[DeadLetter], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class BusStats:
+    """Counters for the metrics actor; adapters only ever increase them."""
+
+    published: int = 0
+    delivered: Counter[str] = field(default_factory=Counter)  # by queue
+    redelivered: Counter[str] = field(default_factory=Counter)  # by queue
+    acked: int = 0
+    requeued: int = 0
+    dead_lettered: Counter[str] = field(default_factory=Counter)  # by reason
+    handler_errors: int = 0
+    stale_settlements: int = 0  # acks/nacks dropped because their channel had died
+    reconnects: int = 0
+    consumers_restored: int = 0
+
+
+class BusState(enum.Enum):
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class InFlight:
+    """The handler tasks a consumer owns, and their bounded drain."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self, grace: float) -> None:
+        """Let tasks finish for ``grace`` seconds, then cancel the rest and wait for them."""
+        pending = set(self._tasks)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+
+class Subscription:
+    """A live consumer on one queue.
+
+    :ivar ready: set once the broker has registered the consumer
+    """
+
+    def __init__(self, queue: str, canceller: Callable[[float | None], Awaitable[None]]) -> None:
+        self.queue = queue
+        self.ready = asyncio.Event()
+        self._canceller = canceller
+        self._cancelled: asyncio.Task[None] | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled is not None
+
+    async def cancel(self, *, grace: float | None = None) -> None:
+        """Stop intake, give in-flight handlers ``grace`` seconds (the bus default when
+        ``None``), then cancel them; their unacked messages are redelivered. Idempotent."""
+        if self._cancelled is None:
+            self._cancelled = asyncio.ensure_future(self._canceller(grace))
+        await asyncio.shield(self._cancelled)
+
+    def __repr__(self) -> str:
+        return f"<Subscription queue={self.queue!r} ready={self.ready.is_set()} cancelled={self.cancelled}>"
+
+
+class Bus(ABC):
+    """A topic message bus. See the module docstring for the delivery contract.
+
+    Use as ``async with bus:`` or call :meth:`start` and :meth:`stop`.
+
+    :ivar topology: the exchange and dead-letter names this bus uses
+    :ivar stats: counters for the metrics actor
+    """
+
+    topology: Topology
+    stats: BusStats
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connect and declare the exchanges and the dead-letter pair (idempotent on the broker).
+
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    @abstractmethod
+    async def stop(self, *, grace: float | None = None) -> None:
+        """Drain and close: cancel every consumer (no new deliveries), give in-flight handlers
+        ``grace`` seconds, cancel the rest (their messages are redelivered), then close the
+        channels and the connection. Idempotent; never raises for a broker that is gone."""
+
+    @abstractmethod
+    async def declare_queue(self, spec: QueueSpec) -> None:
+        """Declare a durable queue with its delivery limit, dead-lettering and bindings.
+
+        Idempotent for the same spec; adding bindings to an existing queue is allowed.
+
+        :raises InvalidInput: ``queue`` exists with other arguments, or a binding names an unknown exchange
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    @abstractmethod
+    async def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        envelope: Envelope,
+        *,
+        headers: Mapping[str, Any] | None = None,
+        mandatory: bool = True,
+    ) -> None:
+        """Publish one persistent message and wait for the broker's confirm.
+
+        :raises InvalidInput: ``exchange`` is not one of ``topology.exchanges``, or the routing key is bad
+        :raises InvalidMessage: the envelope does not encode or is larger than the bus allows
+        :raises Unroutable: ``mandatory`` and no queue is bound for ``routing_key``
+        :raises PublishRefused: a target queue is full, or the broker nacked the message
+        :raises BusUnavailable: the broker cannot be reached or did not confirm in time
+        """
+
+    @abstractmethod
+    async def publish_many(
+        self,
+        exchange: str,
+        items: Sequence[tuple[str, Envelope]],
+        *,
+        mandatory: bool = True,
+    ) -> None:
+        """Publish ``(routing_key, envelope)`` pairs in order and wait for all confirms together.
+
+        Not atomic: when it raises (the first failure, in ``items`` order, with the errors of
+        :meth:`publish`), some messages may have been published; retrying them all is safe.
+        """
+
+    @abstractmethod
+    async def publish_raw(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        *,
+        headers: Mapping[str, Any] | None = None,
+        mandatory: bool = True,
+    ) -> None:
+        """Publish ``body`` as is (replaying a dead letter, bridging a foreign publisher).
+
+        The body is not validated; a consumer dead-letters it if it does not decode.
+
+        :raises: as :meth:`publish`
+        """
+
+    @abstractmethod
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> Subscription:
+        """Deliver the messages of ``queue`` to ``handler``, at most ``prefetch`` at a time.
+
+        Returns once the consumer is live (``subscription.ready`` is set).
+
+        :raises InvalidInput: ``queue`` was never declared, or ``prefetch`` is not 1..65535
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    @abstractmethod
+    async def consume_dead_letters(self, handler: DeadLetterHandler, *, prefetch: int) -> Subscription:
+        """Deliver the dead-letter queue to ``handler``. Returning acks (removes) the dead letter;
+        ``Retry`` or another exception requeues it; ``Reject`` removes it (logged).
+
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    async def __aenter__(self) -> Bus:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+def check_prefetch(prefetch: int) -> int:
+    """``prefetch`` if it is a valid consumer prefetch, else :class:`InvalidInput`."""
+    if not isinstance(prefetch, int) or not 1 <= prefetch <= 65535:
+        raise InvalidInput("prefetch", prefetch, "an integer from 1 to 65535")
+    return prefetch
+
+
+def check_exchange(topology: Topology, exchange: str) -> str:
+    """``exchange`` if publishers may name it, else :class:`InvalidInput`."""
+    if exchange not in topology.exchanges:
+        raise InvalidInput("exchange", exchange, f"one of {', '.join(topology.exchanges)}")
+    return exchange
+

@@ -1,0 +1,29 @@
+"""Message headers as they travel, shared by both adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from actwheel.bus.envelope import SCHEMA_VERSION, SCHEMA_VERSION_HEADER
+from actwheel.errors import InvalidInput
+
+__all__ = ["message_headers"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def message_headers(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The headers of an envelope message: the caller's scalars plus ``x-schema-version``.
+
+    :raises InvalidInput: a header name is not a string or a value is not a scalar
+    """
+    headers: dict[str, Any] = {}
+    for name, value in (extra or {}).items():
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("headers", name, "non-empty string header names")
+        if not isinstance(value, _SCALARS):
+            raise InvalidInput(f"headers.{name}", value, "a string, number, boolean or None")
+        headers[name] = value
+    headers[SCHEMA_VERSION_HEADER] = SCHEMA_VERSION
+    return headers
