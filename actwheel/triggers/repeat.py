@@ -206,6 +206,15 @@ class RepeatTrigger(Trigger):
         for day in self._days_from(start.date(), walk):
             yield datetime.combine(day, self.execute_time)
 
+    def _beyond_end(self, day: date) -> bool:
+        """True once ``day`` is past ``end_date_time``'s local date.
+
+        A DST rule moves a fire within its own date (a gap shifts it to the jump, a fold
+        repeats it), so a fire dated after the end's local date is after the end. Walks stop
+        there, and a schedule that ends never asks a calendar for a year it has no data for.
+        """
+        return self.end is not None and day > self.end.astimezone(self.tz).date()
+
     # --------------------------------------------------------- dates of a day-based schedule
 
     def _days_from(self, first: date, walk: _Walk) -> Iterator[date]:
@@ -234,7 +243,7 @@ class RepeatTrigger(Trigger):
             yield from self._month_days_from(origin, walk)
             return
         day = origin
-        while True:
+        while not self._beyond_end(day):
             if self.repeat is RepeatKind.DAILY or day.weekday() in self.weekdays:
                 yield day
             day += timedelta(days=1)
@@ -242,7 +251,7 @@ class RepeatTrigger(Trigger):
     def _month_days_from(self, origin: date, walk: _Walk) -> Iterator[date]:
         assert self.month_day is not None
         year, month = origin.year, origin.month
-        while True:
+        while not self._beyond_end(date(year, month, 1)):
             day = _clamped_day(year, month, self.month_day)
             if day >= origin:
                 if self.month_day > 0 and day.day != self.month_day:
@@ -254,7 +263,7 @@ class RepeatTrigger(Trigger):
     def _workdays_from(self, origin: date, walk: _Walk) -> Iterator[date]:
         calendar = self.calendar or WeekdaysCalendar()
         day = origin
-        while True:
+        while not self._beyond_end(day):
             off = calendar.day_off(day)
             if off is None:
                 walk.note_workday(day, calendar.workday_note(day))
@@ -296,6 +305,8 @@ class RepeatTrigger(Trigger):
         step = timedelta(days=1 if self.on_holiday is HolidayRule.NEXT_WORKDAY else -1)
         target = day + step
         for _ in range(_MAX_SHIFT_DAYS):
+            if self._beyond_end(target):
+                return None  # it would land after end_date_time
             if self.calendar.is_workday(target):
                 return target
             target += step
