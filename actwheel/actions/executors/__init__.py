@@ -1,0 +1,1 @@
+"""The built-in executors, one module per action family."""
