@@ -149,7 +149,7 @@ def _start(text: str | None, trigger: Trigger, clock: Clock) -> datetime:
         return clock.now().astimezone(trigger.zone)
     parsed = parse_datetime(text, "--from", "an ISO date-time such as '2026-10-01T00:00:00+08:00'")
     value = parsed.value
-    return value if value.tzinfo is not None else value.replace(tzinfo=trigger.zone)
+    return value.astimezone(trigger.zone) if value.tzinfo is not None else value.replace(tzinfo=trigger.zone)
 
 
 def _print_text(result: PreviewResult, out: TextIO) -> None:
