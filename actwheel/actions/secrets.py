@@ -233,7 +233,7 @@ def find_secret_refs(config: Any) -> list[tuple[str, str]]:
 
 
 def _is_sensitive(key: Any) -> bool:
-    return isinstance(key, str) and any(part in key.lower() for part in _SENSITIVE_KEYS)
+    return isinstance(key, str) and any(part in key.lower().replace("-", "_") for part in _SENSITIVE_KEYS)
 
 
 def mask_secrets(config: Any) -> Any:
