@@ -58,6 +58,7 @@ _CALENDAR_EXPECTED = "'weekdays', 'CN' or 'holidays:<COUNTRY>[-<SUBDIVISION>]' s
 _HOLIDAYS_SPEC = re.compile(r"holidays:([A-Z]{2,3})(?:-([A-Za-z0-9]{1,10}))?")
 
 
+@lru_cache(maxsize=1)
 def cn_last_year() -> int:
     """The last year the installed ``holidays`` library has a State Council notice for."""
     from holidays.countries.china import ChinaStaticHolidays
