@@ -448,7 +448,7 @@ class _Consumer:
             self.queue = await self._declare(channel)
             self.tag = await self.queue.consume(self._on_message)
         except BaseException:
-            await _bounded(channel.close(), "close consumer channel")
+            await _close_for_good(connection, channel)
             raise
         self.subscription.ready.set()
 
@@ -502,7 +502,7 @@ class _Consumer:
     async def _reopen(self) -> None:
         old, self.channel = self.channel, None
         if old is not None:
-            await _bounded(old.close(), "close stale consumer channel")
+            await _close_for_good(self.bus.connection, old)
         try:
             await self.open()
         except (BusError, InvalidInput, *_GONE) as exc:
@@ -517,8 +517,8 @@ class _Consumer:
         if self.queue is not None and self.tag is not None:
             await _bounded(self.queue.cancel(self.tag), "cancel consumer")
         await self.inflight.drain(self.bus._grace if grace is None else grace)
-        if self.channel is not None:
-            await _bounded(self.channel.close(), "close consumer channel")
+        if self.channel is not None and self.bus._connection is not None:
+            await _close_for_good(self.bus._connection, self.channel)
         self.bus._consumers.discard(self)
 
 
@@ -540,6 +540,23 @@ async def _open_channel(connection: AbstractRobustConnection, **options: bool) -
     channel = connection.channel(**options)
     await channel
     return channel
+
+
+async def _close_for_good(connection: AbstractRobustConnection, channel: AbstractRobustChannel) -> None:
+    """Close a channel so that no reconnect brings it back.
+
+    aio-pika's robust connection reopens every channel it still references on reconnect,
+    closed ones included, with their queues and consumers: a cancelled consumer would come
+    back as a zombie holding messages. Forget its queues and drop it from the connection.
+    """
+    for registry in ("_queues", "_exchanges"):
+        entries = getattr(channel, registry, None)
+        if isinstance(entries, dict):
+            entries.clear()
+    channels = getattr(connection, "_RobustConnection__channels", None)
+    if channels is not None:
+        channels.discard(channel)
+    await _bounded(channel.close(), "close channel")
 
 
 def _check_unique_ids(items: Sequence[tuple[str, Envelope]]) -> None:

@@ -98,6 +98,15 @@ class Collector:
                 await self._changed.wait()
         return self.deliveries
 
+    async def wait_for_id(self, message_id: str) -> Delivery:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                for delivery in self.deliveries:
+                    if delivery.envelope.id == message_id:
+                        return delivery
+                self._changed.clear()
+                await self._changed.wait()
+
     def ids(self) -> list[str]:
         return [d.envelope.id for d in self.deliveries]
 
