@@ -100,9 +100,15 @@ def _rules(raw: Any, errors: list[FieldError]) -> tuple[Rule, ...]:
         if not isinstance(conditions, Mapping):
             errors.append(FieldError(f"rules[{i}].conditions", conditions, "an object"))
             continue
-        rules.append(Rule(effect=item["effect"], subject=str(item.get("subject", "*")),
-                          action=str(item.get("action", "*")), resource=str(item.get("resource", "*")),
-                          conditions=dict(conditions)))
+        rules.append(
+            Rule(
+                effect=item["effect"],
+                subject=str(item.get("subject", "*")),
+                action=str(item.get("action", "*")),
+                resource=str(item.get("resource", "*")),
+                conditions=dict(conditions),
+            )
+        )
     return tuple(rules)
 
 

@@ -131,41 +131,65 @@ class DispatchPipeline:
             return self._registry.get(request.action_type)
         except InvalidAction as exc:
             trail.add("VALIDATE", ok=False, errors=[e.as_dict() for e in exc.errors])
-            return trail.outcome("FAILED", "unknown_type", ActionResult.fail(str(exc), retryable=False,
-                                 code="unknown_type"), request.action_type)
+            return trail.outcome(
+                "FAILED",
+                "unknown_type",
+                ActionResult.fail(str(exc), retryable=False, code="unknown_type"),
+                request.action_type,
+            )
 
-    def _check_permission(self, definition: ActionDefinition, request: DispatchRequest,
-                          trail: _Trail) -> DispatchOutcome | None:
+    def _check_permission(
+        self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
+    ) -> DispatchOutcome | None:
         needed = definition.required_scopes_for(request.config)
         missing = sorted(needed - request.scopes) if ALL_SCOPES not in request.scopes else []
-        allowed, why = (False, "missing scopes: " + ", ".join(missing)) if missing else self._abac(
-            definition, request)
+        allowed, why = (
+            (False, "missing scopes: " + ", ".join(missing)) if missing else self._abac(definition, request)
+        )
         trail.add("PERMISSION", granted=allowed, required=sorted(needed), reason=why)
         if allowed:
             return None
         message = f"permission denied for {request.owner_id!r} on {definition.type!r}: {why}"
-        return trail.outcome("FAILED", "permission", ActionResult.fail(message, retryable=False,
-                             code="permission"), definition.type)
+        return trail.outcome(
+            "FAILED",
+            "permission",
+            ActionResult.fail(message, retryable=False, code="permission"),
+            definition.type,
+        )
 
     def _abac(self, definition: ActionDefinition, request: DispatchRequest) -> tuple[bool, str]:
         attributes = {"dry_run": request.dry_run, "automation_id": request.automation_id}
-        access = AccessRequest(subject=request.owner_id, action=definition.type,
-                               resource=resource_of(request.config), attributes=attributes)
+        access = AccessRequest(
+            subject=request.owner_id,
+            action=definition.type,
+            resource=resource_of(request.config),
+            attributes=attributes,
+        )
         return self._rules.decide(access)
 
-    def _validate(self, definition: ActionDefinition, request: DispatchRequest,
-                  trail: _Trail) -> DispatchOutcome | None:
+    def _validate(
+        self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
+    ) -> DispatchOutcome | None:
         errors = definition.validate(request.config)
         trail.add("VALIDATE", ok=not errors, errors=[mask_secrets(e.as_dict()) for e in errors])
         if not errors:
             return None
         message = "invalid config: " + "; ".join(str(e) for e in errors)
-        return trail.outcome("FAILED", "validation", ActionResult.fail(
-            message, retryable=False, code="validation",
-            data={"errors": [mask_secrets(e.as_dict()) for e in errors]}), definition.type)
+        return trail.outcome(
+            "FAILED",
+            "validation",
+            ActionResult.fail(
+                message,
+                retryable=False,
+                code="validation",
+                data={"errors": [mask_secrets(e.as_dict()) for e in errors]},
+            ),
+            definition.type,
+        )
 
-    async def _execute(self, definition: ActionDefinition, request: DispatchRequest,
-                       trail: _Trail) -> DispatchOutcome:
+    async def _execute(
+        self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
+    ) -> DispatchOutcome:
         ctx = self._make_context(request, trail.sink(self._on_audit(definition)))
         trail.add("EXECUTE", state="started", type=definition.type, config=mask_secrets(dict(request.config)))
         started = time.perf_counter()
@@ -174,21 +198,29 @@ class DispatchPipeline:
         duration = time.perf_counter() - started
         if not request.dry_run:
             self._metrics.action_duration.labels(definition.type).observe(duration)
-        trail.add("EXECUTE", state="completed", status=result.status, summary=result.summary,
-                  code=result.code, duration_s=round(duration, 6))
+        trail.add(
+            "EXECUTE",
+            state="completed",
+            status=result.status,
+            summary=result.summary,
+            code=result.code,
+            duration_s=round(duration, 6),
+        )
         status, reason = _status_of(result)
         return trail.outcome(status, reason, result, definition.type, duration)
 
-    async def _run(self, definition: ActionDefinition, request: DispatchRequest,
-                   ctx: ActionContext) -> ActionResult:
+    async def _run(
+        self, definition: ActionDefinition, request: DispatchRequest, ctx: ActionContext
+    ) -> ActionResult:
         try:
             if request.dry_run:
                 return await definition.dry_run(request.config, ctx)
             return await execute_with_deadline(definition, request.config, ctx)
         except Exception as exc:  # an executor bug or infrastructure fault: a result, never a crash
             ctx.log.exception("executor_raised", type=definition.type)
-            return ActionResult.fail(f"{definition.type} raised {type(exc).__name__}: {exc}",
-                                     retryable=True, code="error")
+            return ActionResult.fail(
+                f"{definition.type} raised {type(exc).__name__}: {exc}", retryable=True, code="error"
+            )
 
     def _limit(self, action_type: str) -> asyncio.Semaphore:
         if action_type not in self._limits:
@@ -199,6 +231,7 @@ class DispatchPipeline:
         def count(phase: str) -> None:
             if phase == "COMPENSATE":
                 self._metrics.action_compensation.labels(definition.type).inc()
+
         return count
 
     def _count(self, outcome: DispatchOutcome) -> DispatchOutcome:
@@ -232,9 +265,22 @@ class _Trail:
         async def audit(phase: str, details: Mapping[str, Any]) -> None:
             on_phase(phase)
             self.add(phase, **mask_secrets(dict(details)))
+
         return audit
 
-    def outcome(self, status: str, reason: str | None, result: ActionResult, executor_type: str,
-                duration_s: float = 0.0) -> DispatchOutcome:
-        return DispatchOutcome(status=status, reason=reason, result=result, executor_type=executor_type,
-                               audit=tuple(self.records), duration_s=duration_s)
+    def outcome(
+        self,
+        status: str,
+        reason: str | None,
+        result: ActionResult,
+        executor_type: str,
+        duration_s: float = 0.0,
+    ) -> DispatchOutcome:
+        return DispatchOutcome(
+            status=status,
+            reason=reason,
+            result=result,
+            executor_type=executor_type,
+            audit=tuple(self.records),
+            duration_s=duration_s,
+        )

@@ -39,7 +39,9 @@ def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
 def schema_errors(schema: Mapping[str, Any], config: Any, prefix: str = "") -> list[FieldError]:
     """Every JSON-Schema violation of ``config``, each with its field path and value, in path order."""
     validator = jsonschema.Draft202012Validator(schema)
-    errors = list(dict.fromkeys(f for e in validator.iter_errors(config) for f in _field_errors(e)))
+    found = [f for e in validator.iter_errors(config) for f in _field_errors(e)]
+    unique = {(f.field, f.expected, repr(f.value)): f for f in found}
+    errors = list(unique.values())
     if prefix:
         errors = [FieldError(_join(prefix, e.field), e.value, e.expected) for e in errors]
     return sorted(errors, key=lambda e: e.field)

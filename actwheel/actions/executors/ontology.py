@@ -130,11 +130,11 @@ class CreateObject(_OntologyAction):
 
     async def execute(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
         async def create(gateway: OntologyGateway) -> ActionResult:
-            news = self._new_objects(config)
-            created = await gateway.create_objects(
-                news, idempotency_key=_store_key(ctx, self.idempotency_key(config))
-            )
-            return self._created(config, created)
+            news, key = self._new_objects(config), _store_key(ctx, self.idempotency_key(config))
+            if "objects" in config:
+                return self._created(config, await gateway.create_objects(news, idempotency_key=key))
+            one = await gateway.create_object(news[0].object_type, news[0].properties, idempotency_key=key)
+            return self._created(config, [one])
 
         return await _against_store(ctx, create)
 
