@@ -78,15 +78,20 @@ class RegisteredFunction:
         """Every problem with ``args``: schema violations, else a signature that does not bind."""
         if self.schema is not None:
             return schema_errors(self.schema, args, "args")
-        try:
-            inspect.signature(self.fn).bind(**args)
-        except TypeError as exc:
-            return [
-                FieldError(
-                    "args", dict(args), f"arguments {self.name}{inspect.signature(self.fn)} accepts: {exc}"
-                )
-            ]
-        return []
+        signature = inspect.signature(self.fn)
+        where = f"{self.name}{signature}"
+        errors = [
+            FieldError(f"args.{n}", args[n], f"an argument of {where}") for n in _unexpected(signature, args)
+        ]
+        errors += [
+            FieldError(f"args.{n}", None, f"a value (required by {where})") for n in _missing(signature, args)
+        ]
+        if not errors:
+            try:
+                signature.bind(**args)
+            except TypeError as exc:
+                errors.append(FieldError("args", dict(args), f"arguments {where} accepts: {exc}"))
+        return errors
 
     def importable(self) -> bool:
         """True if a fresh process can import this exact function by module and qualname."""
@@ -98,6 +103,22 @@ class RegisteredFunction:
         for part in qualname.split("."):
             target = getattr(target, part, None)
         return target is self.fn and module != "__main__"
+
+
+def _unexpected(signature: inspect.Signature, args: Mapping[str, Any]) -> list[str]:
+    params = signature.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return sorted(n for n in args if n not in named)
+
+
+def _missing(signature: inspect.Signature, args: Mapping[str, Any]) -> list[str]:
+    return [
+        n
+        for n, p in signature.parameters.items()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args
+    ]
 
 
 class FunctionRegistry:
