@@ -1,0 +1,27 @@
+"""Interruptible sleep on an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from actwheel.clock import Clock
+
+__all__ = ["sleep_or_wake"]
+
+
+async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event) -> None:
+    """Sleep ``seconds`` on ``clock``, returning early when any of ``events`` is set."""
+    if any(e.is_set() for e in events):
+        return
+    waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(clock.sleep(seconds))]
+    waiters += [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for waiter in waiters:
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
