@@ -1,0 +1,299 @@
+"""The application layer: what the API, bus commands and agents may do to automations.
+
+Input is validated where it enters (every error at once, each naming its field
+and value); each change commits with its outbox event in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from actwheel.actions.registry import ActionRegistry
+from actwheel.clock import Clock
+from actwheel.errors import FieldError, InvalidInput, InvalidTrigger, NotAvailable
+from actwheel.events import EventFactory
+from actwheel.messages import ActionRequested
+from actwheel.policy import Policy
+from actwheel.storage.base import Store, Transaction
+from actwheel.storage.records import (
+    Automation,
+    AutomationChanges,
+    AutomationStatus,
+    Deleted,
+    InsertedRun,
+    NewAutomation,
+    NewRun,
+    Origin,
+    Run,
+)
+from actwheel.triggers import Trigger, parse
+
+__all__ = ["OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
+
+#: Reserved key of a run's context holding the owner snapshot ({id, scopes}).
+OWNER_KEY = "$owner"
+_RESERVED_PREFIXES = ("automation.", "run.", "action.", "command.", "cdc.")
+_FIELDS = {"name", "trigger", "action", "action_type", "action_config", "policy", "labels", "enabled",
+           "durable"}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: the owner of what gets created, and the scopes they hold."""
+
+    owner_id: str
+    scopes: frozenset[str] = frozenset({"*"})
+
+
+def owner_snapshot(caller: Caller) -> dict[str, Any]:
+    return {"id": caller.owner_id, "scopes": sorted(caller.scopes)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    name: str
+    trigger: Trigger
+    trigger_spec: dict[str, Any]
+    action_type: str
+    action_config: dict[str, Any]
+    policy: Policy
+    labels: dict[str, Any]
+    enabled: bool
+
+
+class AutomationService:
+    def __init__(self, *, store: Store, registry: ActionRegistry, events: EventFactory, clock: Clock) -> None:
+        self._store = store
+        self._registry = registry
+        self._events = events
+        self._clock = clock
+
+    # --- automations ------------------------------------------------------------------
+
+    async def create(self, caller: Caller, payload: Mapping[str, Any]) -> Automation:
+        """Validate and store a new automation with its first ``next_run_at``.
+
+        :raises InvalidInput: listing every bad field with its value
+        """
+        spec = self._parse(payload)
+        async with self._store.transaction() as tx:
+            now = await tx.now()
+            automation = await tx.automations.create(NewAutomation(
+                owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec,
+                action_type=spec.action_type, action_config=spec.action_config,
+                policy=spec.policy.to_dict(), labels=spec.labels, enabled=spec.enabled,
+                next_run_at=_first_fire(spec.trigger, now), end_at=_end_of(spec.trigger_spec)))
+            await tx.outbox.append(self._events.automation_changed(automation, "created"))
+        return automation
+
+    async def get(self, automation_id: str) -> Automation:
+        async with self._store.transaction() as tx:
+            return await tx.automations.get(automation_id)
+
+    async def query(self, **filters: Any) -> list[Automation]:
+        async with self._store.transaction() as tx:
+            return await tx.automations.query(**filters)
+
+    async def update(self, automation_id: str, payload: Mapping[str, Any], expected_version: int) -> Automation:
+        """Replace the fields in ``payload``; a new trigger recomputes ``next_run_at`` from now.
+
+        :raises Conflict: ``expected_version`` is stale
+        """
+        async with self._store.transaction() as tx:
+            current = await tx.automations.get(automation_id)
+            merged = {**_as_payload(current), **payload}
+            spec = self._parse(merged)
+            changes = await self._changes(tx, current, spec, trigger_changed="trigger" in payload)
+            updated = await tx.automations.update(automation_id, expected_version, changes)
+            await tx.outbox.append(self._events.automation_changed(updated, "updated"))
+        return updated
+
+    async def set_enabled(self, automation_id: str, enabled: bool,
+                          expected_version: int | None = None) -> tuple[Automation, list[str]]:
+        """Enable (recomputing a past ``next_run_at`` from now) or disable (canceling PENDING runs)."""
+        async with self._store.transaction() as tx:
+            automation, canceled = await tx.automations.set_enabled(
+                automation_id, enabled, expected_version=expected_version)
+            if enabled:
+                automation = await self._refresh_cursor(tx, automation)
+            await tx.outbox.append(self._events.automation_changed(
+                automation, "enabled" if enabled else "disabled"))
+        return automation, canceled
+
+    async def delete(self, automation_id: str) -> Deleted:
+        async with self._store.transaction() as tx:
+            deleted = await tx.automations.delete(automation_id)
+            await self._announce_deleted(tx, deleted)
+        return deleted
+
+    async def delete_by(self, *, session_id: str | None = None, agent_id: str | None = None) -> Deleted:
+        """Cascade-delete by session or agent label; their pending runs are canceled, history kept."""
+        if (session_id is None) == (agent_id is None):
+            raise InvalidInput("session_id", session_id, "exactly one of session_id or agent_id")
+        async with self._store.transaction() as tx:
+            if session_id is not None:
+                deleted = await tx.automations.delete_by_session(session_id)
+            else:
+                deleted = await tx.automations.delete_by_agent(str(agent_id))
+            await self._announce_deleted(tx, deleted)
+        return deleted
+
+    async def run_now(self, caller: Caller, automation_id: str) -> Run:
+        """A manual run of the automation's current action (dedupe key ``manual:<id>``)."""
+        async with self._store.transaction() as tx:
+            automation = await tx.automations.get(automation_id)
+            now = await tx.now()
+            inserted = await tx.runs.insert(NewRun(
+                automation_id=automation.id, dedupe_key=f"manual:{uuid.uuid4().hex}",
+                owner_id=automation.owner_id, action_type=automation.action_type,
+                action_config=automation.action_config, policy=automation.policy, origin=Origin.MANUAL,
+                scheduled_for=now, context={OWNER_KEY: owner_snapshot(caller)}))
+            await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
+        return inserted.run
+
+    # --- ad hoc action requests ----------------------------------------------------------
+
+    async def submit_action(self, caller: Caller, request: ActionRequested) -> InsertedRun:
+        """Insert a run for an ad hoc request; a repeated idempotency key returns the first run."""
+        async with self._store.transaction() as tx:
+            inserted = await self.insert_request(tx, caller, request)
+            if inserted.created:
+                await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
+        return inserted
+
+    async def insert_request(self, tx: Transaction, caller: Caller, request: ActionRequested) -> InsertedRun:
+        key = request.idempotency_key or uuid.uuid4().hex
+        context = {**request.context, OWNER_KEY: owner_snapshot(caller)}
+        if request.dry_run:
+            context["$dry_run"] = True
+        return await tx.runs.insert(NewRun(
+            automation_id=None, dedupe_key=f"request:{caller.owner_id}:{key}", owner_id=caller.owner_id,
+            action_type=request.type, action_config=dict(request.config), origin=Origin.REQUEST,
+            scheduled_for=await tx.now(), context=context))
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _parse(self, payload: Mapping[str, Any]) -> _Spec:
+        if not isinstance(payload, Mapping):
+            raise InvalidInput("body", payload, "a JSON object")
+        errors: list[FieldError] = [FieldError(k, payload[k], "one of the fields " + ", ".join(sorted(_FIELDS)))
+                                    for k in sorted(set(payload) - _FIELDS)]
+        if payload.get("durable", True) is not True:
+            raise NotAvailable("non-durable automations (durable: false)",
+                               "every automation is stored; omit 'durable' or set it to true")
+        trigger, trigger_spec = _parse_trigger(payload.get("trigger"), errors)
+        action_type, action_config = self._parse_action(payload, errors)
+        policy = _parse_policy(payload.get("policy"), errors)
+        labels = _parse_labels(payload.get("labels", {}), errors)
+        name = payload.get("name") or f"{action_type} automation"
+        if not isinstance(name, str) or len(name) > 200:
+            errors.append(FieldError("name", name, "a string of at most 200 characters"))
+        enabled = payload.get("enabled", True)
+        if not isinstance(enabled, bool):
+            errors.append(FieldError("enabled", enabled, "true or false"))
+        if errors or trigger is None or policy is None:
+            raise InvalidInput.collect(errors or [FieldError("trigger", None, "a trigger spec")])
+        return _Spec(str(name), trigger, trigger_spec, action_type, action_config, policy, labels, bool(enabled))
+
+    def _parse_action(self, payload: Mapping[str, Any], errors: list[FieldError]) -> tuple[str, dict[str, Any]]:
+        action = payload.get("action")
+        if action is None:
+            action = {"type": payload.get("action_type"), "config": payload.get("action_config", {})}
+        if not isinstance(action, Mapping):
+            errors.append(FieldError("action", action, "an object {type, config}"))
+            return "", {}
+        kind = action.get("type") or action.get("executor_type")
+        config = action.get("config", action.get("parameters", {}))
+        if not isinstance(config, Mapping):
+            errors.append(FieldError("action.config", config, "an object"))
+            return str(kind), {}
+        try:
+            definition = self._registry.get(str(kind))
+        except InvalidInput as exc:
+            errors.extend(FieldError(f"action.{e.field}", e.value, e.expected) for e in exc.errors)
+            return str(kind), dict(config)
+        errors.extend(FieldError(f"action.config.{e.field}".rstrip("."), e.value, e.expected)
+                      for e in definition.validate(config))
+        return definition.type, dict(config)
+
+    async def _changes(self, tx: Transaction, current: Automation, spec: _Spec, *,
+                       trigger_changed: bool) -> AutomationChanges:
+        next_run_at = current.next_run_at
+        if trigger_changed:
+            next_run_at = _first_fire(spec.trigger, await tx.now())
+        return AutomationChanges(
+            name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
+            action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels,
+            next_run_at=next_run_at, clear_next_run_at=next_run_at is None,
+            status=AutomationStatus.ACTIVE if next_run_at is not None or spec.trigger.is_event
+            else current.status)
+
+    async def _refresh_cursor(self, tx: Transaction, automation: Automation) -> Automation:
+        now = await tx.now()
+        if automation.next_run_at is None or automation.next_run_at >= now:
+            return automation
+        trigger = parse(automation.trigger)
+        return await tx.automations.update(automation.id, automation.version, AutomationChanges(
+            next_run_at=_first_fire(trigger, now), clear_next_run_at=_first_fire(trigger, now) is None))
+
+    async def _announce_deleted(self, tx: Transaction, deleted: Deleted) -> None:
+        await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])
+
+
+def _first_fire(trigger: Trigger, now: datetime) -> datetime | None:
+    return trigger.next_after(now)
+
+
+def _end_of(trigger_spec: Mapping[str, Any]) -> datetime | None:
+    raw = trigger_spec.get("end_date_time") or trigger_spec.get("end")
+    if isinstance(raw, str):
+        try:
+            parsed = datetime.fromisoformat(raw)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else None
+    return None
+
+
+def _parse_trigger(raw: Any, errors: list[FieldError]) -> tuple[Trigger | None, dict[str, Any]]:
+    try:
+        trigger = parse(raw)
+    except InvalidTrigger as exc:
+        errors.extend(FieldError(f"trigger.{e.field}", e.value, e.expected) for e in exc.errors)
+        return None, {}
+    spec = trigger.to_spec()
+    routing_key = spec.get("routing_key")
+    if isinstance(routing_key, str) and (routing_key.startswith(_RESERVED_PREFIXES) or routing_key[0] in "#*"):
+        errors.append(FieldError("trigger.routing_key", routing_key,
+                                 "a pattern outside actwheel's own namespaces " + ", ".join(_RESERVED_PREFIXES)
+                                 + " that does not start with a wildcard"))
+    return trigger, spec
+
+
+def _parse_policy(raw: Any, errors: list[FieldError]) -> Policy | None:
+    try:
+        return Policy.parse(raw)
+    except InvalidInput as exc:
+        errors.extend(exc.errors)
+        return None
+
+
+def _parse_labels(raw: Any, errors: list[FieldError]) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError("labels", raw, "an object with session_id, agent_id and free tags"))
+        return {}
+    for key in ("session_id", "agent_id"):
+        if key in raw and not isinstance(raw[key], str):
+            errors.append(FieldError(f"labels.{key}", raw[key], "a string"))
+    return dict(raw)
+
+
+def _as_payload(automation: Automation) -> dict[str, Any]:
+    return {"name": automation.name, "trigger": automation.trigger,
+            "action": {"type": automation.action_type, "config": automation.action_config},
+            "policy": automation.policy, "labels": automation.labels, "enabled": automation.enabled}
+
