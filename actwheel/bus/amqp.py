@@ -31,7 +31,6 @@ from typing import Any
 import aio_pika
 import aiormq
 from aio_pika.abc import (
-    AbstractExchange,
     AbstractIncomingMessage,
     AbstractRobustChannel,
     AbstractRobustConnection,
@@ -40,6 +39,7 @@ from aio_pika.abc import (
     ExchangeType,
 )
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, DeliveryError, PublishError
+from pamqp.commands import Basic
 from yarl import URL
 
 from actwheel.bus.base import (
@@ -78,6 +78,9 @@ _Process = Callable[[RawMessage], Awaitable[Outcome]]
 _CLEANUP_S = 5.0
 #: Errors that mean the channel or connection is gone, not that the request was wrong.
 _GONE = (*CONNECTION_EXCEPTIONS, asyncio.TimeoutError)
+#: Messages written before their confirms are awaited, per round trip of publish_many.
+_PIPELINE = 1000
+_PERSISTENT = int(DeliveryMode.PERSISTENT)
 
 
 def queue_arguments(spec: QueueSpec, topology: Topology) -> dict[str, Any]:
@@ -140,7 +143,6 @@ class AmqpBus(Bus):
         self._connection: AbstractRobustConnection | None = None
         self._admin: AbstractRobustChannel | None = None
         self._publisher: AbstractRobustChannel | None = None
-        self._exchanges: dict[str, AbstractExchange] = {}
         self._specs: dict[str, QueueSpec] = {}
         self._consumers: set[_Consumer] = set()
         self._tasks = InFlight()
@@ -188,10 +190,9 @@ class AmqpBus(Bus):
         self._publisher = await _open_channel(connection, publisher_confirms=True, on_return_raises=True)
 
     async def _declare_exchanges(self) -> None:
-        admin, publisher = self._require_channels()
+        admin, _ = self._require_channels()
         for name in (*self.topology.exchanges, self.topology.dlx):
             await admin.declare_exchange(name, ExchangeType.TOPIC, durable=True)
-            self._exchanges[name] = await publisher.get_exchange(name, ensure=False)
         dead_letters = await admin.declare_queue(
             self.topology.dead_letters,
             durable=True,
@@ -213,7 +214,6 @@ class AmqpBus(Bus):
     async def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
         self._admin = self._publisher = None
-        self._exchanges.clear()
         if connection is not None:
             await _bounded(connection.close(), "close connection")
 
@@ -263,7 +263,7 @@ class AmqpBus(Bus):
         self._require_open()
         check_exchange(self.topology, exchange)
         check_routing_key("routing_key", routing_key)
-        await self._confirm(exchange, routing_key, self._message(envelope, headers), mandatory)
+        await self._send(exchange, [(routing_key, *self._frame(envelope, headers))], mandatory)
 
     async def publish_many(
         self,
@@ -275,16 +275,9 @@ class AmqpBus(Bus):
         self._require_open()
         check_exchange(self.topology, exchange)
         _check_unique_ids(items)
-        messages = [(check_routing_key("routing_key", key), self._message(env, None)) for key, env in items]
-        # One task per message, created in order: aiormq writes frames under a FIFO lock,
-        # so the broker sees them in order, and all confirms are awaited together.
-        results = await asyncio.gather(
-            *(self._confirm(exchange, key, message, mandatory) for key, message in messages),
-            return_exceptions=True,
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        frames = [(check_routing_key("routing_key", key), *self._frame(env, None)) for key, env in items]
+        for start in range(0, len(frames), _PIPELINE):
+            await self._send(exchange, frames[start:start + _PIPELINE], mandatory)
 
     async def publish_raw(
         self,
@@ -298,42 +291,54 @@ class AmqpBus(Bus):
         self._require_open()
         check_exchange(self.topology, exchange)
         check_routing_key("routing_key", routing_key)
-        message = aio_pika.Message(bytes(body), headers=dict(headers or {}), message_id=uuid.uuid4().hex,
-                                   delivery_mode=DeliveryMode.PERSISTENT)
-        await self._confirm(exchange, routing_key, message, mandatory)
+        await self._send(exchange, [(routing_key, bytes(body), _raw_properties(headers))], mandatory)
 
-    def _message(self, envelope: Envelope, headers: Mapping[str, Any] | None) -> aio_pika.Message:
+    def _frame(self, envelope: Envelope, headers: Mapping[str, Any] | None) -> tuple[bytes, Any]:
         body = encode(envelope)
         if len(body) > self._max_bytes:
             raise InvalidMessage("body.size", len(body), f"at most {self._max_bytes} bytes")
-        return aio_pika.Message(
-            body,
+        properties = Basic.Properties(
             headers=message_headers(headers),
             content_type=CONTENT_TYPE,
-            delivery_mode=DeliveryMode.PERSISTENT,
+            delivery_mode=_PERSISTENT,
             message_id=envelope.id,
-            type=envelope.type,
+            message_type=envelope.type,
             correlation_id=envelope.correlation_id,
             timestamp=envelope.occurred_at,
             app_id=envelope.source,
         )
+        return body, properties
 
-    async def _confirm(
-        self, exchange: str, routing_key: str, message: aio_pika.Message, mandatory: bool
-    ) -> None:
-        target = self._exchanges.get(exchange)
-        if target is None:
-            raise BusUnavailable("the AMQP bus is not connected")
+    async def _send(self, exchange: str, frames: Sequence[tuple[str, bytes, Any]], mandatory: bool) -> None:
+        """Write every frame at once, then wait for all the confirms; raise the first failure in order.
+
+        aio-pika's ``Exchange.publish`` waits for the socket to drain after each message;
+        writing them all to aiormq's channel first and awaiting the confirms together is
+        what makes a batch cheap (see bench/bus.py).
+        """
+        channel = await self._writable_channel()
         try:
             async with asyncio.timeout(self._publish_timeout):
-                await target.publish(message, routing_key, mandatory=mandatory)
-        except PublishError:
-            raise Unroutable(exchange, routing_key) from None
-        except DeliveryError:
-            raise PublishRefused(exchange, routing_key, "the broker nacked it (a queue is full?)") from None
+                results = await asyncio.gather(
+                    *(channel.basic_publish(body, exchange=exchange, routing_key=key, properties=properties,
+                                            mandatory=mandatory, wait=False)
+                      for key, body, properties in frames),
+                    return_exceptions=True,
+                )
+        except TimeoutError:
+            raise BusUnavailable(f"no confirm from the broker within {self._publish_timeout}s") from None
+        for (key, _, _), result in zip(frames, results, strict=True):
+            if isinstance(result, BaseException):
+                raise _publish_error(exchange, key, result)
+        self.stats.published += len(frames)
+
+    async def _writable_channel(self) -> Any:
+        if self._publisher is None or self._publisher.is_closed:
+            raise BusUnavailable("the AMQP bus has no open publisher channel (reconnecting?)")
+        try:
+            return await self._publisher.get_underlay_channel()
         except _GONE as exc:
-            raise BusUnavailable(f"publish to {exchange!r}: {_describe(exc)}") from None
-        self.stats.published += 1
+            raise BusUnavailable(f"publisher channel: {_describe(exc)}") from None
 
     # -- consuming ---------------------------------------------------------------------------
 
@@ -398,8 +403,8 @@ class AmqpBus(Bus):
         elif outcome.action is Action.REQUEUE:
             await self._requeue(message, raw)
         elif await self._dead_letter(raw, outcome):
+            self.stats.dead_lettered[outcome.reason] += 1  # the dead-letter queue has it now
             await message.ack()
-            self.stats.dead_lettered[outcome.reason] += 1
         else:
             await self._requeue(message, raw)
 
@@ -414,10 +419,8 @@ class AmqpBus(Bus):
         """Publish a copy to the dead-letter exchange, with the reason; True once confirmed."""
         headers = dead_letter_headers(raw, outcome)
         headers.pop(DELIVERY_COUNT_HEADER, None)
-        message = aio_pika.Message(raw.body, headers=headers, message_id=uuid.uuid4().hex,
-                                   delivery_mode=DeliveryMode.PERSISTENT)
         try:
-            await self._confirm(self.topology.dlx, raw.queue, message, True)
+            await self._send(self.topology.dlx, [(raw.queue, raw.body, _raw_properties(headers))], True)
         except BusError as exc:
             _log.warning("bus.dead_letter_failed", queue=raw.queue, reason=outcome.reason, error=str(exc))
             return False
@@ -557,6 +560,21 @@ async def _close_for_good(connection: AbstractRobustConnection, channel: Abstrac
     if channels is not None:
         channels.discard(channel)
     await _bounded(channel.close(), "close channel")
+
+
+def _raw_properties(headers: Mapping[str, Any] | None) -> Any:
+    return Basic.Properties(
+        headers=dict(headers or {}), delivery_mode=_PERSISTENT, message_id=uuid.uuid4().hex)
+
+
+def _publish_error(exchange: str, routing_key: str, exc: BaseException) -> BaseException:
+    if isinstance(exc, PublishError):  # basic.return: mandatory and no queue bound
+        return Unroutable(exchange, routing_key)
+    if isinstance(exc, DeliveryError):  # basic.nack
+        return PublishRefused(exchange, routing_key, "the broker nacked it (a queue is full?)")
+    if isinstance(exc, _GONE):
+        return BusUnavailable(f"publish to {exchange!r}: {_describe(exc)}")
+    return exc
 
 
 def _check_unique_ids(items: Sequence[tuple[str, Envelope]]) -> None:
