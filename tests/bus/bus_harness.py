@@ -3,50 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
+import services  # type: ignore[import-not-found]  # tests/services.py, on sys.path via tests/conftest.py
 
 from actwheel.bus import Bus, DeadLetter, Delivery, Envelope, QueueSpec
 from actwheel.bus.envelope import new_id
 
 WAIT_S = 15.0
-DEV_RABBITMQ_URL = "amqp://actwheel:actwheel@127.0.0.1:56720/"
 
 
 def rabbitmq_url() -> str:
-    """The RabbitMQ of tests/services.py when it exists, else ``ACTWHEEL_TEST_RABBITMQ_URL`` or the dev one.
-
-    Skips loudly on a dev machine without RabbitMQ; fails when ``CI`` is set.
-    """
-    with contextlib.suppress(ImportError):
-        from services import rabbitmq_url as shared  # type: ignore[import-not-found]
-
-        return str(shared())
-    url = os.environ.get("ACTWHEEL_TEST_RABBITMQ_URL", DEV_RABBITMQ_URL)
-    if not _reachable(url):
-        reason = f"RabbitMQ is not reachable at {url.split('@')[-1]}: run `ops/dev-services start rabbitmq`"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return url
-
-
-def _reachable(url: str) -> bool:
-    import socket
-
-    from yarl import URL
-
-    parsed = URL(url)
-    try:
-        with socket.create_connection((parsed.host or "127.0.0.1", parsed.port or 5672), timeout=1.0):
-            return True
-    except OSError:
-        return False
+    """The shared test RabbitMQ (tests/services.py): skips loudly on a dev machine, fails under CI."""
+    return str(services.rabbitmq_url())
 
 
 def envelope(type_: str = "test.happened", **data: Any) -> Envelope:
