@@ -287,9 +287,7 @@ class ActionDefinition(ABC):
     async def execute(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
         """Do the action once. ``config`` has passed :meth:`validate`."""
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         """Undo the effect recorded in ``result`` (from :meth:`execute` with ``config``).
 
         :raises NotAvailable: the type is not compensable
@@ -334,6 +332,4 @@ async def execute_with_deadline(
             return await definition.execute(config, ctx)
     except TimeoutError:
         retryable = definition.idempotency_for(config) is Idempotency.STRONG
-        return ActionResult.fail(
-            f"{definition.type} timed out after {limit}s", retryable=retryable, code="timeout"
-        )
+        return ActionResult.fail(f"{definition.type} timed out after {limit}s", retryable=retryable, code="timeout")

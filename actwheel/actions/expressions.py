@@ -208,9 +208,7 @@ class _Evaluator:
         value = self._names.get(node.id, _MISSING)
         if value is _MISSING:
             known = ", ".join(sorted(self._names)[:20]) or "(none)"
-            raise ExpressionError(
-                "expression", self._source, f"a known name; {node.id!r} is not one of {known}"
-            )
+            raise ExpressionError("expression", self._source, f"a known name; {node.id!r} is not one of {known}")
         return value
 
     def _Attribute(self, node: ast.Attribute) -> Any:
@@ -251,11 +249,7 @@ class _Evaluator:
 
     def _check_repeat(self, left: Any, right: Any, node: ast.AST) -> None:
         for seq, count in ((left, right), (right, left)):
-            if (
-                isinstance(seq, str | list | tuple)
-                and isinstance(count, int)
-                and len(seq) * count > MAX_BUILT_SIZE
-            ):
+            if isinstance(seq, str | list | tuple) and isinstance(count, int) and len(seq) * count > MAX_BUILT_SIZE:
                 raise _refuse(self._source, node, f"values of at most {MAX_BUILT_SIZE} items")
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Any:

@@ -223,9 +223,7 @@ class OntologyGateway(ABC):
         """
 
     @abstractmethod
-    async def restore_object(
-        self, snapshot: OntologyObject, *, expected_version: int | None = None
-    ) -> OntologyObject:
+    async def restore_object(self, snapshot: OntologyObject, *, expected_version: int | None = None) -> OntologyObject:
         """Make the object look like ``snapshot`` again (re-created if hard-deleted); version goes up.
 
         :raises Conflict: the object exists and its version is not ``expected_version``
@@ -304,9 +302,7 @@ class InMemoryOntology(OntologyGateway):
             return list(self._applied[idempotency_key])
         errors: list[FieldError] = []
         for index, new in enumerate(objects):
-            errors += (await self.get_type(new.object_type)).errors(
-                new.properties, f"objects[{index}].properties"
-            )
+            errors += (await self.get_type(new.object_type)).errors(new.properties, f"objects[{index}].properties")
         if errors:
             raise InvalidAction.collect(errors)
         created = [self._insert(new) for new in objects]
@@ -339,9 +335,7 @@ class InMemoryOntology(OntologyGateway):
     @staticmethod
     def _check_version(obj: OntologyObject, expected_version: int | None) -> None:
         if expected_version is not None and obj.version != expected_version:
-            raise Conflict(
-                "object", obj.id, f"expected version {expected_version}, current version {obj.version}"
-            )
+            raise Conflict("object", obj.id, f"expected version {expected_version}, current version {obj.version}")
 
     async def update_object(
         self,
@@ -388,13 +382,9 @@ class InMemoryOntology(OntologyGateway):
     def _refuse_if_related(self, object_id: str) -> None:
         count = sum(1 for r in self._relations.values() if object_id in (r.source, r.target))
         if count:
-            raise Conflict(
-                "object", object_id, f"it has {count} relation(s); delete them first or delete softly"
-            )
+            raise Conflict("object", object_id, f"it has {count} relation(s); delete them first or delete softly")
 
-    async def restore_object(
-        self, snapshot: OntologyObject, *, expected_version: int | None = None
-    ) -> OntologyObject:
+    async def restore_object(self, snapshot: OntologyObject, *, expected_version: int | None = None) -> OntologyObject:
         current = self._objects.get(snapshot.id)
         if current is not None:
             self._check_version(current, expected_version)

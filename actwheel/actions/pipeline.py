@@ -143,9 +143,7 @@ class DispatchPipeline:
     ) -> DispatchOutcome | None:
         needed = definition.required_scopes_for(request.config)
         missing = sorted(needed - request.scopes) if ALL_SCOPES not in request.scopes else []
-        allowed, why = (
-            (False, "missing scopes: " + ", ".join(missing)) if missing else self._abac(definition, request)
-        )
+        allowed, why = (False, "missing scopes: " + ", ".join(missing)) if missing else self._abac(definition, request)
         trail.add("PERMISSION", granted=allowed, required=sorted(needed), reason=why)
         if allowed:
             return None
@@ -187,9 +185,7 @@ class DispatchPipeline:
             definition.type,
         )
 
-    async def _execute(
-        self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
-    ) -> DispatchOutcome:
+    async def _execute(self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail) -> DispatchOutcome:
         ctx = self._make_context(request, trail.sink(self._on_audit(definition)))
         trail.add("EXECUTE", state="started", type=definition.type, config=mask_secrets(dict(request.config)))
         started = time.perf_counter()
@@ -209,9 +205,7 @@ class DispatchPipeline:
         status, reason = _status_of(result)
         return trail.outcome(status, reason, result, definition.type, duration)
 
-    async def _run(
-        self, definition: ActionDefinition, request: DispatchRequest, ctx: ActionContext
-    ) -> ActionResult:
+    async def _run(self, definition: ActionDefinition, request: DispatchRequest, ctx: ActionContext) -> ActionResult:
         try:
             if request.dry_run:
                 return await definition.dry_run(request.config, ctx)

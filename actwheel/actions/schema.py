@@ -26,11 +26,7 @@ def _join(prefix: str, name: str) -> str:
 def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
     path = _format_path(error.absolute_path)
     instance = error.instance
-    if (
-        error.validator == "required"
-        and isinstance(error.validator_value, list)
-        and isinstance(instance, dict)
-    ):
+    if error.validator == "required" and isinstance(error.validator_value, list) and isinstance(instance, dict):
         missing = [n for n in error.validator_value if n not in instance]
         return [FieldError(_join(path, n), None, "a value (required)") for n in missing]
     if error.validator == "additionalProperties" and isinstance(instance, dict):

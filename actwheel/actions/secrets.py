@@ -88,9 +88,7 @@ class SecretCipher:
             return cls(_decode_key(env[KEY_ENV], KEY_ENV))
         if env.get(KEY_FILE_ENV):
             return cls.from_key_file(Path(env[KEY_FILE_ENV]))
-        raise InvalidInput(
-            KEY_ENV, None, f"a base64 32-byte key in {KEY_ENV} or a key file in {KEY_FILE_ENV}"
-        )
+        raise InvalidInput(KEY_ENV, None, f"a base64 32-byte key in {KEY_ENV} or a key file in {KEY_FILE_ENV}")
 
     @classmethod
     def from_key_file(cls, path: Path) -> SecretCipher:
@@ -98,9 +96,7 @@ class SecretCipher:
         try:
             raw = path.read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError):
-            raise InvalidInput(
-                KEY_FILE_ENV, str(path), "a readable file holding a base64 32-byte key"
-            ) from None
+            raise InvalidInput(KEY_FILE_ENV, str(path), "a readable file holding a base64 32-byte key") from None
         return cls(_decode_key(raw, KEY_FILE_ENV))
 
     @staticmethod
@@ -117,9 +113,7 @@ class SecretCipher:
         try:
             plain = self._aead.decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], _aad(owner_id, name))
         except (InvalidTag, ValueError):
-            raise InvalidInput(
-                f"secret {name}", MASK, "a ciphertext made with this key for this owner"
-            ) from None
+            raise InvalidInput(f"secret {name}", MASK, "a ciphertext made with this key for this owner") from None
         return plain.decode("utf-8")
 
 
@@ -241,10 +235,7 @@ def mask_secrets(config: Any) -> Any:
     if is_secret_ref(config):
         return dict(config)
     if isinstance(config, dict):
-        return {
-            k: (MASK if _is_sensitive(k) and isinstance(v, str) else mask_secrets(v))
-            for k, v in config.items()
-        }
+        return {k: (MASK if _is_sensitive(k) and isinstance(v, str) else mask_secrets(v)) for k, v in config.items()}
     if isinstance(config, list):
         return [mask_secrets(v) for v in config]
     return config

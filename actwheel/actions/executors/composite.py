@@ -124,9 +124,7 @@ class _CompositeRun:
         self.saga: bool = config.get("saga", False)
         self.max_parallel: int = config.get("max_parallel", 4)
         self.compensation_timeout: float = config.get("compensation_timeout", DEFAULT_COMPENSATION_TIMEOUT_S)
-        self.outcomes = [
-            _Outcome(step=_Step.parse(i, s), definition=None) for i, s in enumerate(config["steps"])
-        ]
+        self.outcomes = [_Outcome(step=_Step.parse(i, s), definition=None) for i, s in enumerate(config["steps"])]
         self.completed: list[_Outcome] = []
         self.variables: dict[str, Any] = dict(ctx.variables)
         self._stop = False
@@ -171,9 +169,7 @@ class _CompositeRun:
     def _when_holds(self, outcome: _Outcome) -> bool:
         if outcome.step.when is None:
             return True
-        return bool(
-            compile_expression(outcome.step.when, f"steps[{outcome.step.index}].when").evaluate(self.names())
-        )
+        return bool(compile_expression(outcome.step.when, f"steps[{outcome.step.index}].when").evaluate(self.names()))
 
     async def _sequential(self) -> None:
         for outcome in self.outcomes:
@@ -186,9 +182,7 @@ class _CompositeRun:
             try:
                 chosen = self._when_holds(outcome)
             except ExpressionError as exc:
-                await self._fail(
-                    outcome, ActionResult.fail(str(exc), retryable=False, code="expression_error")
-                )
+                await self._fail(outcome, ActionResult.fail(str(exc), retryable=False, code="expression_error"))
                 return
             if chosen:
                 await self.run_step(outcome, check_when=False)
@@ -316,9 +310,7 @@ class _CompositeRun:
         assert result is not None
         await self.emit(outcome, "compensating")
         ctx = replace(
-            self.ctx.for_step(
-                outcome.step.name, steps=self.steps_view(), variables=self.variables, timeout=None
-            ),
+            self.ctx.for_step(outcome.step.name, steps=self.steps_view(), variables=self.variables, timeout=None),
             timeout=self.compensation_timeout,
             deadline=None,
         )
@@ -346,9 +338,7 @@ class _CompositeRun:
         )
         return problem
 
-    def _rolled_back(
-        self, failed: _Outcome | None, order: list[str], not_compensable: list[str]
-    ) -> ActionResult:
+    def _rolled_back(self, failed: _Outcome | None, order: list[str], not_compensable: list[str]) -> ActionResult:
         cause = f"step {failed.step.name} failed" if failed else "compensation requested"
         error = failed.result.error if failed and failed.result else None
         return ActionResult.fail(
@@ -365,9 +355,7 @@ class _CompositeRun:
             },
         )
 
-    def _dead(
-        self, failed: _Outcome | None, broken: _Outcome, problem: str, order: list[str]
-    ) -> ActionResult:
+    def _dead(self, failed: _Outcome | None, broken: _Outcome, problem: str, order: list[str]) -> ActionResult:
         left = [o.step.name for o in reversed(self.completed) if o.step.name not in order]
         reason = f"compensation of step {broken.step.name} failed: {problem}"
         return ActionResult.fail(
@@ -447,9 +435,7 @@ class CompositeAction(ActionDefinition):
     def _step_errors(self, step: _Step, earlier: set[str], mode: str) -> list[FieldError]:
         where = f"steps[{step.index}]"
         errors = (
-            [FieldError(f"{where}.name", step.name, "a name unique in this composite")]
-            if step.name in earlier
-            else []
+            [FieldError(f"{where}.name", step.name, "a name unique in this composite")] if step.name in earlier else []
         )
         errors += _when_errors(step, where) + placeholder_errors(step.config, f"{where}.config")
         visible = set() if mode == "parallel" else earlier
@@ -470,9 +456,7 @@ class CompositeAction(ActionDefinition):
     async def execute(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
         return await _CompositeRun(self.registry, config, ctx).run()
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         """Undo a composite that completed (e.g. as a step of an outer saga), steps in reverse order."""
         run = _CompositeRun(self.registry, {**config, "saga": True}, ctx)
         records = {r["name"]: r for r in result.data.get("steps", [])}
@@ -525,9 +509,7 @@ def _when_errors(step: _Step, where: str) -> list[FieldError]:
     return []
 
 
-def _static_config_errors(
-    definition: ActionDefinition, config: dict[str, Any], prefix: str
-) -> list[FieldError]:
+def _static_config_errors(definition: ActionDefinition, config: dict[str, Any], prefix: str) -> list[FieldError]:
     """The step config's errors, except those on values that are ``${...}`` (known only at run time)."""
     errors = [e for e in schema_errors(definition.schema(), config, prefix) if not has_placeholder(e.value)]
     if errors or any(has_placeholder(v) for v in config.values()):

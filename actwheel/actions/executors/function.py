@@ -80,12 +80,8 @@ class RegisteredFunction:
             return schema_errors(self.schema, args, "args")
         signature = inspect.signature(self.fn)
         where = f"{self.name}{signature}"
-        errors = [
-            FieldError(f"args.{n}", args[n], f"an argument of {where}") for n in _unexpected(signature, args)
-        ]
-        errors += [
-            FieldError(f"args.{n}", None, f"a value (required by {where})") for n in _missing(signature, args)
-        ]
+        errors = [FieldError(f"args.{n}", args[n], f"an argument of {where}") for n in _unexpected(signature, args)]
+        errors += [FieldError(f"args.{n}", None, f"a value (required by {where})") for n in _missing(signature, args)]
         if not errors:
             try:
                 signature.bind(**args)
@@ -335,9 +331,7 @@ class InvokeFunction(ActionDefinition):
         data = {"function": entry.name, "value": _json_value(value), "isolation": isolation}
         return ActionResult.ok(f"called {entry.name}", resolved.scrub(data))
 
-    async def _call(
-        self, entry: RegisteredFunction, args: dict[str, Any], limit: float, isolation: str
-    ) -> Any:
+    async def _call(self, entry: RegisteredFunction, args: dict[str, Any], limit: float, isolation: str) -> Any:
         if isolation == "process":
             try:
                 return await _call_in_process(entry, args, limit)
@@ -346,9 +340,7 @@ class InvokeFunction(ActionDefinition):
         async with asyncio.timeout(limit):
             return await _call_in_loop_or_thread(entry, args)
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         entry = self.functions.get(config["function"])
         if entry.compensate is None:
             raise NotAvailable(f"compensation of function {entry.name}", "register it with compensate=...")

@@ -86,13 +86,9 @@ def render_template(source: str, names: Mapping[str, Any], field_name: str = "bo
     try:
         text = _ENV.from_string(source).render(**names)
     except jinja2.TemplateError as exc:
-        raise InvalidAction(
-            field_name, source, f"a template that renders: {type(exc).__name__}: {exc}"
-        ) from None
+        raise InvalidAction(field_name, source, f"a template that renders: {type(exc).__name__}: {exc}") from None
     if len(text) > MAX_RENDERED_CHARS:
-        raise InvalidAction(
-            field_name, source, f"a template rendering at most {MAX_RENDERED_CHARS} characters"
-        )
+        raise InvalidAction(field_name, source, f"a template rendering at most {MAX_RENDERED_CHARS} characters")
     return text
 
 
@@ -102,9 +98,7 @@ def _template_errors(config: Mapping[str, Any]) -> list[FieldError]:
         try:
             _ENV.parse(config.get(name, ""))
         except jinja2.TemplateSyntaxError as exc:
-            errors.append(
-                FieldError(name, config[name], f"valid template syntax: {exc.message} (line {exc.lineno})")
-            )
+            errors.append(FieldError(name, config[name], f"valid template syntax: {exc.message} (line {exc.lineno})"))
     return errors
 
 
@@ -121,15 +115,11 @@ class NotificationChannel(ABC):
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         """Problems with the channel-specific part of ``config`` (default: required fields present)."""
         return [
-            FieldError(n, None, f"a value (required by channel {self.name})")
-            for n in self.required
-            if n not in config
+            FieldError(n, None, f"a value (required by channel {self.name})") for n in self.required if n not in config
         ]
 
     @abstractmethod
-    async def send(
-        self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext
-    ) -> dict[str, Any]:
+    async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         """Deliver ``message``; ``config`` has its secrets resolved. Returns delivery details.
 
         :raises ChannelFailed: not delivered
@@ -175,9 +165,7 @@ class LogChannel(NotificationChannel):
     name = "log"
     fields: ClassVar[dict[str, Any]] = {"level": {"enum": ["debug", "info", "warning", "error"]}}
 
-    async def send(
-        self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext
-    ) -> dict[str, Any]:
+    async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         level = config.get("level", "info")
         getattr(ctx.log, level)("notification", subject=message.subject, body=message.body)
         return {"level": level}
@@ -190,9 +178,7 @@ class AmqpChannel(NotificationChannel):
     }
     required = ("routing_key",)
 
-    async def send(
-        self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext
-    ) -> dict[str, Any]:
+    async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         if ctx.publish is None:
             raise ChannelFailed("no bus publisher on this host for the amqp channel", retryable=False)
         data = {
@@ -251,11 +237,7 @@ def _robot_error(fmt: str, body: str) -> str | None:
     except orjson.JSONDecodeError:
         return None
     code = reply.get("errcode", reply.get("code", 0)) if isinstance(reply, dict) else 0
-    return (
-        None
-        if code in (0, None)
-        else f"robot answered code {code}: {reply.get('errmsg') or reply.get('msg')}"
-    )
+    return None if code in (0, None) else f"robot answered code {code}: {reply.get('errmsg') or reply.get('msg')}"
 
 
 class WebhookChannel(NotificationChannel):
@@ -275,9 +257,7 @@ class WebhookChannel(NotificationChannel):
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         errors = super().check(config)
         if "robot_secret" in config and config.get("format") not in ("dingtalk", "feishu"):
-            errors.append(
-                FieldError("robot_secret", config["robot_secret"], "only with format dingtalk or feishu")
-            )
+            errors.append(FieldError("robot_secret", config["robot_secret"], "only with format dingtalk or feishu"))
         return errors
 
     def _url_and_body(
@@ -295,9 +275,7 @@ class WebhookChannel(NotificationChannel):
             body.update(timestamp=str(ts), sign=_feishu_sign(secret, ts))
         return url, body
 
-    async def send(
-        self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext
-    ) -> dict[str, Any]:
+    async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         url, body = self._url_and_body(message, config, ctx)
         request = OutgoingRequest(
             method="POST",
@@ -344,6 +322,7 @@ class SmtpSettings:
     password: dict[str, str] | None = field(default=None, repr=False)
     sender: str = "actwheel@localhost"
     timeout: float = 30.0
+    secret_owner: str | None = None  # whose secret store holds ``password``; None = the run's owner
 
     def as_config(self) -> dict[str, Any]:
         base = {
@@ -405,10 +384,9 @@ class EmailChannel(NotificationChannel):
     def _smtp(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return {**self.settings.as_config(), **config.get("smtp", {})}
 
-    async def send(
-        self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext
-    ) -> dict[str, Any]:
-        smtp = self._smtp(config)
+    async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        owner = self.settings.secret_owner or ctx.owner_id
+        smtp = (await resolve_config(self._smtp(config), ctx.secrets, owner)).config
         mail = EmailMessage()
         mail["Subject"], mail["From"], mail["To"] = message.subject, smtp["from"], ", ".join(config["to"])
         mail["X-Actwheel-Run"] = ctx.run_id
@@ -420,9 +398,7 @@ class EmailChannel(NotificationChannel):
                 f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", retryable=400 <= exc.smtp_code < 500
             ) from None
         except (smtplib.SMTPException, OSError) as exc:
-            raise ChannelFailed(
-                f"SMTP delivery failed: {type(exc).__name__}: {exc}", retryable=True
-            ) from None
+            raise ChannelFailed(f"SMTP delivery failed: {type(exc).__name__}: {exc}", retryable=True) from None
         return {**details, "to": list(config["to"])}
 
     def describe(self, config: Mapping[str, Any]) -> str:

@@ -64,9 +64,7 @@ async def _against_store(ctx: ActionContext, step: Step) -> ActionResult:
     """Run ``step`` on the context's gateway; map store errors to failed results."""
     gateway: OntologyGateway | None = ctx.ontology
     if gateway is None:
-        return ActionResult.fail(
-            "no ontology store is configured on this host", retryable=False, code="not_available"
-        )
+        return ActionResult.fail("no ontology store is configured on this host", retryable=False, code="not_available")
     try:
         return await step(gateway)
     except Conflict as exc:
@@ -158,9 +156,7 @@ class CreateObject(_OntologyAction):
             },
         )
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         async def delete_created(gateway: OntologyGateway) -> ActionResult:
             versions: dict[str, int] = result.data.get("versions", {})
             for object_id in reversed(list(versions)):
@@ -182,9 +178,7 @@ class CreateObject(_OntologyAction):
             return ActionResult.ok(
                 f"would create {len(news)} object(s) of {', '.join(kinds)}",
                 {
-                    "would_create": [
-                        {"object_type": n.object_type, "properties": n.properties} for n in news[:20]
-                    ],
+                    "would_create": [{"object_type": n.object_type, "properties": n.properties} for n in news[:20]],
                     "count": len(news),
                 },
             )
@@ -248,9 +242,7 @@ class UpdateObject(_OntologyAction):
 
         return await _against_store(ctx, update)
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         async def restore(gateway: OntologyGateway) -> ActionResult:
             before = OntologyObject.from_dict(result.data["before"])
             restored = await gateway.restore_object(before, expected_version=result.data["version"])
@@ -268,9 +260,7 @@ class UpdateObject(_OntologyAction):
             if expected is not None and expected != current.version:
                 return _conflict(config["object_id"], expected, current.version)
             merged = (
-                {**current.properties, **config["properties"]}
-                if config.get("merge", True)
-                else config["properties"]
+                {**current.properties, **config["properties"]} if config.get("merge", True) else config["properties"]
             )
             errors = (await gateway.get_type(current.object_type)).errors(merged)
             if errors:
@@ -346,16 +336,12 @@ class DeleteObject(_OntologyAction):
 
         return await _against_store(ctx, delete)
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         async def recreate(gateway: OntologyGateway) -> ActionResult:
             snapshot = OntologyObject.from_dict(result.data["snapshot"])
             marker = snapshot.version + 1 if result.data["mode"] == "soft" else None
             restored = await gateway.restore_object(snapshot, expected_version=marker)
-            return ActionResult.ok(
-                f"restored {snapshot.id}", {"object_id": snapshot.id, "version": restored.version}
-            )
+            return ActionResult.ok(f"restored {snapshot.id}", {"object_id": snapshot.id, "version": restored.version})
 
         return await _against_store(ctx, recreate)
 
@@ -425,9 +411,7 @@ class CreateRelation(_OntologyAction):
 
         return await _against_store(ctx, link)
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         async def unlink(gateway: OntologyGateway) -> ActionResult:
             relation_id = result.data["relation_id"]
             with contextlib.suppress(NotFound):  # already gone: the compensation's goal holds
@@ -482,9 +466,7 @@ class DeleteRelation(_OntologyAction):
 
         return await _against_store(ctx, unlink)
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         async def relink(gateway: OntologyGateway) -> ActionResult:
             snapshot = Relation.from_dict(result.data["snapshot"])
             with contextlib.suppress(Conflict):  # it exists again: the compensation's goal holds

@@ -89,9 +89,7 @@ class SimpleOp(ActionDefinition):
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         op = config["op"]
         errors = [
-            FieldError(name, None, f"a value (required by op {op})")
-            for name in _REQUIRED[op]
-            if name not in config
+            FieldError(name, None, f"a value (required by op {op})") for name in _REQUIRED[op] if name not in config
         ]
         for name in ("expression", "condition"):
             if name in config:
@@ -104,9 +102,7 @@ class SimpleOp(ActionDefinition):
         except ExpressionError as exc:
             return ActionResult.fail(str(exc), retryable=False, code="expression_error")
 
-    async def compensate(
-        self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext
-    ) -> ActionResult:
+    async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         return ActionResult.ok(f"nothing to undo for simple.op {config['op']}")
 
     async def dry_run(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:

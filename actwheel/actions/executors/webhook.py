@@ -264,20 +264,14 @@ class WebhookClient:
         """
         attempts: list[dict[str, Any]] = []
         started = clock.now()
-        async with httpx.AsyncClient(
-            transport=self._transport, follow_redirects=False, trust_env=False
-        ) as client:
+        async with httpx.AsyncClient(transport=self._transport, follow_redirects=False, trust_env=False) as client:
             for attempt in range(1, retry.max_attempts + 1):
                 delivery, wait = await self._attempt(client, request, clock, attempt, retry)
-                attempts.append(
-                    {"attempt": attempt, "status_code": delivery.status_code, "error": delivery.error}
-                )
+                attempts.append({"attempt": attempt, "status_code": delivery.status_code, "error": delivery.error})
                 if wait is None or attempt == retry.max_attempts:
                     return replace(delivery, attempts=attempts)
                 spent = (clock.now() - started).total_seconds()
-                if wait > self.settings.max_retry_after_s or (
-                    budget_s is not None and spent + wait > budget_s
-                ):
+                if wait > self.settings.max_retry_after_s or (budget_s is not None and spent + wait > budget_s):
                     return replace(delivery, attempts=attempts)
                 attempts[-1]["wait_s"] = round(wait, 3)
                 await clock.sleep(wait)
@@ -513,9 +507,7 @@ class WebhookCall(ActionDefinition):
             return ActionResult.fail(str(exc), retryable=False, code="secret_missing")
         request = self._request(resolved.config, ctx)
         try:
-            destination = await check_destination(
-                httpx.URL(request.url), self.settings, self.client._resolver
-            )
+            destination = await check_destination(httpx.URL(request.url), self.settings, self.client._resolver)
         except DestinationRefused as exc:
             return _refused(exc, resolved)
         return ActionResult.ok(
