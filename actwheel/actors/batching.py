@@ -1,0 +1,79 @@
+"""Group commit: many callers, one transaction.
+
+Callers ``await committer.submit(item)``; a single flusher takes everything
+submitted so far (up to ``max_batch``), writes it with one call of ``flush``
+and resolves every caller's future with that batch's outcome. There is no
+timer: while one batch commits, the next one fills, so batches grow with load
+and a lone item is written at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+__all__ = ["GroupCommitter"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class GroupCommitter(Generic[T, R]):
+    """``flush(items) -> results`` (same order) is called with batches of submitted items."""
+
+    def __init__(self, flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]], *, max_batch: int = 500) -> None:
+        self._flush = flush
+        self._max_batch = max_batch
+        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, item: T) -> R:
+        """Return once ``item`` is committed, with its result; raises what the flush raised."""
+        self._ensure_flusher()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        await self._queue.put((item, future))
+        return await future
+
+    async def close(self) -> None:
+        """Stop the flusher, then commit whatever is still queued. Idempotent.
+
+        A batch interrupted mid-commit fails its callers with ``CancelledError``.
+        """
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        leftover = []
+        while not self._queue.empty():
+            leftover.append(self._queue.get_nowait())
+        if leftover:
+            await self._commit(leftover)
+
+    def _ensure_flusher(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="group-commit")
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        try:
+            results = await self._flush([item for item, _ in batch])
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else asyncio.CancelledError()
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)

@@ -1,0 +1,71 @@
+"""Actors whose mailbox is one or more bus queues.
+
+Intake is declared as :class:`Intake` (queue spec, handler, prefetch). The
+actor is ready once every consumer is live; on stop, the subscriptions are
+cancelled first (no new deliveries), in-flight handlers get the bus's grace
+period, and unacked messages go back to the queue for another instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from actwheel.actors.base import Actor
+from actwheel.bus.base import Bus, Handler, Reject, Retry, Subscription
+from actwheel.bus.topology import QueueSpec
+from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable
+
+__all__ = ["ConsumerActor", "Intake", "outcome_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    spec: QueueSpec
+    handler: Handler
+    prefetch: int = 32
+
+
+class ConsumerActor(Actor):
+    """Subscribes to :meth:`intake`, then runs :meth:`work` until asked to stop."""
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__()
+        self.bus = bus
+        self._subscriptions: list[Subscription] = []
+
+    def intake(self) -> Sequence[Intake]:
+        return ()
+
+    async def work(self) -> None:
+        """Background work besides consuming; the default waits for stop."""
+        await self.stopping.wait()
+
+    async def run(self) -> None:
+        try:
+            for item in self.intake():
+                await self.bus.declare_queue(item.spec)
+                self._subscriptions.append(await self.bus.consume(item.spec.name, item.handler,
+                                                                  prefetch=item.prefetch))
+            self.mark_ready()
+            await self.work()
+        finally:
+            await self._cancel_subscriptions()
+
+    async def _cancel_subscriptions(self) -> None:
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            await subscription.cancel()
+
+
+def outcome_of(exc: Exception) -> Exception:
+    """The bus outcome for an error raised while handling a message.
+
+    Bad input is dead-lettered with its reason (it will never succeed); a database
+    that is briefly unavailable is retried after a pause.
+    """
+    if isinstance(exc, InvalidInput | NotFound | Conflict):
+        return Reject(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, StorageUnavailable):
+        return Retry(delay=1.0)
+    return exc

@@ -1,0 +1,250 @@
+"""The planner: turns due announcements, commands and events into runs, one transaction each.
+
+For ``automation.due`` it compare-and-sets each cursor, inserts the runs with
+their snapshots and dedupe keys, and appends ``run.ready`` to the outbox, all
+in ONE transaction (invariants 1, 2, 4, 5). A cursor that lost its CAS is read
+again; an announcement the cursor has already passed is stale and dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
+from actwheel.actors.planning import Plan, plan_instants
+from actwheel.bus.base import Bus, Delivery, Retry
+from actwheel.bus.topology import QueueSpec
+from actwheel.clock import Clock
+from actwheel.errors import ActwheelError, InvalidMessage, NotFound
+from actwheel.events import EventFactory
+from actwheel.logs import get_logger
+from actwheel.messages import (
+    AutomationCommandRequested,
+    AutomationsDue,
+    DueItem,
+    message_from_data,
+)
+from actwheel.metrics import Metrics
+from actwheel.policy import Policy
+from actwheel.service import OWNER_KEY, AutomationService, Caller
+from actwheel.storage.base import Store, Transaction
+from actwheel.storage.records import (
+    Automation,
+    AutomationStatus,
+    CursorAdvance,
+    InsertedRun,
+    NewRun,
+    Origin,
+    PrincipalStatus,
+    RunStatus,
+)
+from actwheel.triggers import parse
+
+__all__ = ["Planner"]
+
+_log = get_logger("actwheel.planner")
+_CAS_ROUNDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    automation: Automation
+    plan: Plan
+
+
+class Planner(ConsumerActor):
+    name = "planner"
+
+    def __init__(self, *, bus: Bus, store: Store, service: AutomationService, events: EventFactory,
+                 clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16) -> None:
+        super().__init__(bus)
+        self._store = store
+        self._service = service
+        self._events = events
+        self._clock = clock
+        self._metrics = metrics
+        self._prefix = queue_prefix
+        self._prefetch = prefetch
+
+    def intake(self) -> Sequence[Intake]:
+        topology = self.bus.topology
+        return (
+            Intake(QueueSpec(f"{self._prefix}actwheel.planner.due",
+                             ((topology.events, AutomationsDue.TYPE),)), self.on_due, self._prefetch),
+            Intake(QueueSpec(f"{self._prefix}actwheel.planner.commands",
+                             ((topology.commands, "command.#"),)), self.on_command, self._prefetch),
+        )
+
+    # --- due announcements ---------------------------------------------------------------
+
+    async def on_due(self, delivery: Delivery) -> None:
+        try:
+            message = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if not isinstance(message, AutomationsDue):
+                raise InvalidMessage("type", delivery.envelope.type, AutomationsDue.TYPE)
+            await self.plan(message.items)
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
+
+    async def plan(self, items: Sequence[DueItem]) -> int:
+        """Plan every item; returns how many runs were queued. Retries lost CAS rounds."""
+        pending = _latest_per_automation(items)
+        queued = 0
+        for _ in range(_CAS_ROUNDS):
+            if not pending:
+                return queued
+            lost, fired = await self._plan_round(pending)
+            queued += fired
+            pending = lost
+        if pending:
+            _log.warning("cursor_contention", automations=len(pending))
+            raise Retry(delay=0.5)
+        return queued
+
+    async def _plan_round(self, items: list[DueItem]) -> tuple[list[DueItem], int]:
+        async with self._store.transaction() as tx:
+            now = await tx.now()
+            planned = await self._plans(tx, items, now)
+            advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,
+                                      expected_next_run_at=p.automation.next_run_at,
+                                      new_next_run_at=p.plan.new_next_run_at) for p in planned]
+            won = await tx.automations.advance_cursors(advances) if advances else set()
+            winners = [p for p in planned if p.automation.id in won]
+            inserted = await tx.runs.insert_many([run for p in winners for run in _runs_of(p)])
+            await self._announce(tx, winners, inserted)
+        self._observe(inserted)
+        by_id = {item.automation_id: item for item in items}
+        lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
+        return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
+
+    async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime) -> list[_Planned]:
+        automations = [a for a in [await _get(tx, i.automation_id) for i in items] if a is not None]
+        due_for = {i.automation_id: i.scheduled_for for i in items}
+        live = [a for a in automations if _plannable(a, due_for[a.id])]
+        busy = await tx.runs.active_automation_ids([a.id for a in live]) if live else set()
+        owners = await _owner_activity(tx, {a.owner_id for a in live})
+        return [_Planned(a, plan_instants(
+            trigger=parse(a.trigger), cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
+            policy=Policy.parse(a.policy), busy=a.id in busy, owner_active=owners[a.owner_id]))
+            for a in live]
+
+    async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
+        created = [r.run for r in inserted if r.created]
+        rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
+        rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+        rows += [self._events.automation_gone(p.automation.id, "completed")
+                 for p in winners if p.plan.new_next_run_at is None]
+        if rows:
+            await tx.outbox.append_many(rows)
+
+    def _observe(self, inserted: list[InsertedRun]) -> None:
+        now = self._clock.now()
+        for item in inserted:
+            run = item.run
+            if not item.created:
+                continue
+            if run.status is RunStatus.SKIPPED:
+                self._metrics.skipped.labels(run.reason or "").inc()
+            elif run.scheduled_for is not None:
+                self._metrics.fire_lateness.observe(max(0.0, (now - run.scheduled_for).total_seconds()))
+
+    # --- commands ----------------------------------------------------------------------
+
+    async def on_command(self, delivery: Delivery) -> None:
+        try:
+            message = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if not isinstance(message, AutomationCommandRequested):
+                raise InvalidMessage("type", delivery.envelope.type, AutomationCommandRequested.TYPE)
+            await self.execute_command(message)
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
+
+    async def execute_command(self, command: AutomationCommandRequested) -> Any:
+        """Apply one command through the application service (same validation as the API)."""
+        caller = Caller(command.owner_id)
+        args = command.args
+        if command.command == "create":
+            return await self._service.create(caller, _mapping(args, "automation"))
+        if command.command in ("delete_by_session", "delete_by_agent"):
+            key = command.command.removeprefix("delete_by_") + "_id"
+            return await self._service.delete_by(**{key: _text(args, key)})
+        automation_id = _text(args, "automation_id")
+        if command.command == "update":
+            return await self._service.update(automation_id, _mapping(args, "changes"),
+                                              _int(args, "expected_version"))
+        if command.command in ("enable", "disable"):
+            return await self._service.set_enabled(automation_id, command.command == "enable",
+                                                   args.get("expected_version"))
+        if command.command == "delete":
+            return await self._service.delete(automation_id)
+        return await self._service.run_now(caller, automation_id)
+
+
+def _latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
+    latest: dict[str, DueItem] = {}
+    for item in items:
+        seen = latest.get(item.automation_id)
+        if seen is None or item.scheduled_for > seen.scheduled_for:
+            latest[item.automation_id] = item
+    return list(latest.values())
+
+
+async def _get(tx: Transaction, automation_id: str) -> Automation | None:
+    try:
+        return await tx.automations.get(automation_id)
+    except NotFound:
+        return None
+
+
+def _plannable(automation: Automation, scheduled_for: datetime) -> bool:
+    return (automation.enabled and automation.status is AutomationStatus.ACTIVE
+            and automation.next_run_at is not None and automation.next_run_at <= scheduled_for)
+
+
+async def _owner_activity(tx: Transaction, owners: set[str]) -> dict[str, bool]:
+    activity = {}
+    for owner in owners:
+        try:
+            activity[owner] = (await tx.principals.get(owner)).status is not PrincipalStatus.BANNED
+        except NotFound:
+            activity[owner] = True  # owners without a principal row are the local, implicit ones
+    return activity
+
+
+def _runs_of(planned: _Planned) -> list[NewRun]:
+    a = planned.automation
+    return [NewRun(automation_id=a.id, dedupe_key=f"schedule:{_iso_utc(i.at)}",
+                   owner_id=a.owner_id, action_type=a.action_type, action_config=a.action_config,
+                   policy=a.policy, origin=Origin.SCHEDULE, scheduled_for=i.at,
+                   status=RunStatus.SKIPPED if i.skip_reason else RunStatus.PENDING, reason=i.skip_reason,
+                   context={OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
+            for i in planned.plan.instants]
+
+
+def _iso_utc(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat()
+
+
+def _mapping(args: dict[str, Any], key: str) -> dict[str, Any]:
+    value = args.get(key)
+    if not isinstance(value, dict):
+        raise InvalidMessage(f"data.args.{key}", value, "an object")
+    return value
+
+
+def _text(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidMessage(f"data.args.{key}", value, "a non-empty string")
+    return value
+
+
+def _int(args: dict[str, Any], key: str) -> int:
+    value = args.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidMessage(f"data.args.{key}", value, "an integer")
+    return value
+

@@ -1,0 +1,99 @@
+"""Pure planning: which runs an automation's due instants become. No IO.
+
+Given an automation whose cursor is at ``next_run_at`` and a due announcement
+for ``scheduled_for``, every instant from the cursor up to ``scheduled_for``
+is planned (announcements may arrive late or out of order; the dedupe key
+``schedule:<instant>`` makes planning one twice harmless):
+
+- misfire: an instant older than ``grace_s`` is late. ``fire_once`` fires the
+  latest late instant and records the others SKIPPED(misfire); ``skip``
+  records them all SKIPPED(misfire);
+- overlap: while a previous run is still going, ``skip`` records the instant
+  SKIPPED(overlap); ``buffer_one`` and ``allow`` queue it;
+- a banned owner: SKIPPED(owner_inactive);
+- the cursor moves to the first fire after ``scheduled_for`` (``None``: COMPLETED).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from actwheel.policy import Policy
+from actwheel.triggers import Trigger
+
+__all__ = ["MAX_INSTANTS", "Plan", "PlannedInstant", "plan_instants"]
+
+#: At most this many instants are planned per announcement; a longer backlog is
+#: recorded up to here and the cursor continues from the last one (the next
+#: announcement plans the rest).
+MAX_INSTANTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedInstant:
+    at: datetime
+    skip_reason: str | None  # None = fire (PENDING)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    instants: tuple[PlannedInstant, ...]
+    new_next_run_at: datetime | None
+
+
+def plan_instants(
+    *,
+    trigger: Trigger,
+    cursor: datetime,
+    scheduled_for: datetime,
+    now: datetime,
+    policy: Policy,
+    busy: bool,
+    owner_active: bool,
+) -> Plan:
+    """The plan for moving ``cursor`` past ``scheduled_for`` (``cursor <= scheduled_for``)."""
+    instants = _instants(trigger, cursor, scheduled_for)
+    last = instants[-1]
+    following = trigger.next_after(last)
+    grace = timedelta(seconds=policy.grace_s)
+    late = [at for at in instants if now - at > grace]
+    fire_late = late[-1] if late and policy.misfire == "fire_once" else None
+    planned = []
+    queued = 0
+    for at in instants:
+        reason = _skip_reason(at, late_set=late, fire_late=fire_late, owner_active=owner_active)
+        if reason is None and _overlaps(policy.overlap, busy=busy, queued=queued):
+            reason = "overlap"
+        if reason is None:
+            queued += 1
+        planned.append(PlannedInstant(at, reason))
+    return Plan(tuple(planned), following)
+
+
+def _overlaps(overlap: str, *, busy: bool, queued: int) -> bool:
+    """Whether one more run would break the overlap policy (``queued``: fired in this plan)."""
+    if overlap == "allow":
+        return False
+    if overlap == "buffer_one":
+        return queued >= (1 if busy else 2)
+    return busy or queued >= 1
+
+
+def _instants(trigger: Trigger, cursor: datetime, scheduled_for: datetime) -> list[datetime]:
+    instants = [cursor]
+    while len(instants) < MAX_INSTANTS:
+        following = trigger.next_after(instants[-1])
+        if following is None or following > scheduled_for:
+            break
+        instants.append(following)
+    return instants
+
+
+def _skip_reason(at: datetime, *, late_set: list[datetime], fire_late: datetime | None,
+                 owner_active: bool) -> str | None:
+    if not owner_active:
+        return "owner_inactive"
+    if at in late_set and at != fire_late:
+        return "misfire"
+    return None

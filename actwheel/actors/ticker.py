@@ -1,0 +1,212 @@
+"""The wheel ticker: holds the near horizon in a timing wheel and announces what comes due.
+
+It loads from storage the automations due within the horizon (default one
+hour) of the partitions it owns, keeps one timer per automation in the
+:class:`~actwheel.wheel.TimingWheel`, sleeps until ``next_due_ms()`` and
+publishes ``automation.due`` with every automation that came due in one
+message. It then computes the following instant itself so that a
+per-second schedule never waits for a database round trip; the planner's
+compare-and-set on the cursor makes a duplicate or stale announcement
+harmless. Automations whose ``next_run_at`` is already past (misfires after
+downtime) come due at once; the planner applies their misfire policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from actwheel.actors.base import Actor
+from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.clock import Clock
+from actwheel.errors import ActwheelError
+from actwheel.logs import get_logger
+from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
+from actwheel.triggers import Trigger, parse
+from actwheel.wheel import TimingWheel
+
+__all__ = ["ScheduleSource", "ScheduledAutomation", "WheelTicker"]
+
+_log = get_logger("actwheel.ticker")
+_MAX_BATCH = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledAutomation:
+    """What the ticker needs of an automation: its cursor and its trigger."""
+
+    id: str
+    next_run_at: datetime
+    trigger_spec: dict[str, Any]
+    partition: int
+
+
+class ScheduleSource(Protocol):
+    """Where the ticker reads automations from (storage, through the engine)."""
+
+    async def due_before(
+        self, before: datetime, partitions: frozenset[int] | None
+    ) -> list[ScheduledAutomation]:
+        """Enabled, ACTIVE automations with ``next_run_at < before`` in ``partitions`` (None = all)."""
+        ...
+
+    async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        """One automation, or ``None`` when it is gone, disabled or completed."""
+        ...
+
+
+class PartitionOwner(Protocol):
+    """Which partitions this instance should load (speed only; ``None`` = all)."""
+
+    def owned(self) -> frozenset[int] | None: ...
+
+
+@dataclass(slots=True)
+class _Timer:
+    automation_id: str
+    scheduled_for: datetime
+    trigger: Trigger
+
+
+Publish = Callable[[AutomationsDue], Awaitable[None]]
+
+
+class WheelTicker(Actor):
+    name = "ticker"
+
+    def __init__(
+        self,
+        *,
+        source: ScheduleSource,
+        publish: Publish,
+        clock: Clock,
+        horizon_s: float = 3600.0,
+        partitions: PartitionOwner | None = None,
+        on_wheel_size: Callable[[int], None] | None = None,
+        changes: Callable[[Callable[[AutomationChanged], Awaitable[None]]], Awaitable[Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._source = source
+        self._publish = publish
+        self._clock = clock
+        self._horizon = timedelta(seconds=horizon_s)
+        self._partitions = partitions
+        self._on_wheel_size = on_wheel_size or (lambda _: None)
+        self._subscribe_changes = changes
+        self._wheel: TimingWheel[str, _Timer] = TimingWheel(now_ms=clock.now_ms())
+        self._loaded_until: datetime | None = None
+        self._wake = asyncio.Event()
+
+    @property
+    def wheel_size(self) -> int:
+        return len(self._wheel)
+
+    async def run(self) -> None:
+        subscription = None
+        if self._subscribe_changes is not None:
+            subscription = await self._subscribe_changes(self.apply_change)
+        try:
+            await self.refill()
+            self.mark_ready()
+            while not self.stopping.is_set():
+                await self.tick()
+                await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping)
+                self._wake.clear()
+        finally:
+            if subscription is not None:
+                await subscription.cancel()
+
+    async def tick(self) -> int:
+        """Publish every timer due now; refill when the loaded horizon runs low. Returns how many fired."""
+        if self._needs_refill():
+            await self.refill()
+        now_ms = self._clock.now_ms()
+        fired: list[_Timer] = self._wheel.advance(now_ms)
+        for start in range(0, len(fired), _MAX_BATCH):
+            batch = fired[start : start + _MAX_BATCH]
+            await self._publish(AutomationsDue(items=tuple(
+                DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in batch)))
+        for timer in fired:
+            self._schedule_following(timer)
+        self._on_wheel_size(len(self._wheel))
+        return len(fired)
+
+    async def refill(self) -> None:
+        """Load everything due before now + horizon into the wheel."""
+        until = self._clock.now() + self._horizon
+        owned = self._partitions.owned() if self._partitions is not None else None
+        rows = await self._source.due_before(until, owned)
+        for row in rows:
+            self._load(row)
+        if owned is not None:
+            self._drop_unowned(owned, {r.id for r in rows})
+        self._loaded_until = until
+        self._on_wheel_size(len(self._wheel))
+        _log.debug("wheel_refilled", loaded=len(rows), wheel_size=len(self._wheel))
+
+    async def apply_change(self, change: AutomationChanged) -> None:
+        """Apply a created / updated / enabled / disabled / deleted / completed event at once."""
+        if change.change in ("disabled", "deleted", "completed"):
+            self._wheel.cancel(change.automation_id)
+        else:
+            row = await self._source.get_scheduled(change.automation_id)
+            if row is None:
+                self._wheel.cancel(change.automation_id)
+            elif self._in_horizon(row.next_run_at) and self._owns(row.partition):
+                self._load(row, replace=True)
+        self._wake.set()
+
+    def _load(self, row: ScheduledAutomation, *, replace: bool = False) -> None:
+        due = self._wheel.due_ms_of(row.id)
+        row_ms = _ms(row.next_run_at)
+        if due is not None and due >= row_ms and not replace:
+            return  # already fired this instant and moved on; the planner has not caught up yet
+        try:
+            trigger = parse(row.trigger_spec)
+        except ActwheelError:
+            _log.warning("automation_trigger_unparsable", automation_id=row.id)
+            return
+        self._wheel.schedule(row.id, row_ms, _Timer(row.id, row.next_run_at, trigger))
+
+    def _schedule_following(self, timer: _Timer) -> None:
+        following = timer.trigger.next_after(timer.scheduled_for)
+        if following is not None and self._in_horizon(following):
+            self._wheel.schedule(timer.automation_id, _ms(following),
+                                 _Timer(timer.automation_id, following, timer.trigger))
+
+    def _drop_unowned(self, owned: frozenset[int], kept: set[str]) -> None:
+        # Timers loaded from partitions this instance no longer owns go; the new owner loads them.
+        pending = self._wheel.keys()
+        for key in [k for k in pending if k not in kept]:
+            self._wheel.cancel(key)
+
+    def _in_horizon(self, instant: datetime) -> bool:
+        return self._loaded_until is None or instant < self._loaded_until
+
+    def _owns(self, partition: int) -> bool:
+        owned = self._partitions.owned() if self._partitions is not None else None
+        return owned is None or partition in owned
+
+    def _needs_refill(self) -> bool:
+        if self._loaded_until is None:
+            return True
+        return self._clock.now() >= self._loaded_until - self._horizon / 2
+
+    def _seconds_to_next(self) -> float:
+        refill_at = (self._loaded_until - self._horizon / 2) if self._loaded_until else self._clock.now()
+        seconds = (refill_at - self._clock.now()).total_seconds()
+        next_ms = self._wheel.next_due_ms()
+        if next_ms is not None:
+            seconds = min(seconds, (next_ms - self._clock.now_ms()) / 1000)
+        return max(0.0, seconds)
+
+
+def _ms(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
+
+
+def due_items(timers: Sequence[_Timer]) -> tuple[DueItem, ...]:
+    return tuple(DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in timers)
