@@ -7,11 +7,12 @@ change (DESIGN invariant 4). The envelope id is the event id consumers dedupe by
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from actwheel.bus.envelope import Envelope, encode
 from actwheel.bus.topology import Topology
 from actwheel.clock import Clock
-from actwheel.messages import AutomationChanged, Message, RunsReady, RunTransitioned
+from actwheel.messages import ActionCompleted, AutomationChanged, Message, RunsReady, RunTransitioned
 from actwheel.storage.records import Automation, NewOutboxMessage, Run
 
 __all__ = ["EventFactory"]
@@ -55,3 +56,9 @@ class EventFactory:
                                   reason=run.reason, attempt=run.attempt, scheduled_for=run.scheduled_for,
                                   action_type=run.action_type, summary=summary, error=error)
         return self.row(self.topology.events, message.routing_key, message, correlation_id=run.id)
+
+    def action_completed(self, run: Run, result: dict[str, Any]) -> NewOutboxMessage:
+        """``action.completed`` for every successful action (routing key ``action.completed``)."""
+        message = ActionCompleted(run_id=run.id, automation_id=run.automation_id, action_type=run.action_type,
+                                  result=result)
+        return self.row(self.topology.events, ActionCompleted.TYPE, message, correlation_id=run.id)

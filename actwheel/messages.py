@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 from actwheel.errors import InvalidMessage
 
 __all__ = [
+    "ActionCompleted",
     "ActionRequested",
     "AutomationChanged",
     "AutomationCommandRequested",
@@ -273,6 +274,22 @@ class ActionRequested(Message):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ActionCompleted(Message):
+    """An action finished successfully (routing key ``action.completed``)."""
+
+    TYPE: ClassVar[str] = "action.completed"
+    run_id: str
+    automation_id: str | None
+    action_type: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ActionCompleted:
+        return cls(run_id=_str(data, "run_id"), automation_id=_str(data, "automation_id", optional=True),
+                   action_type=_str(data, "action_type"), result=_dict(data, "result"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepProgressed(Message):
     """A composite step changed state (routing key ``run.step``), for live task lists."""
 
@@ -299,6 +316,7 @@ MESSAGE_TYPES: Mapping[str, Callable[[Mapping[str, Any]], Message]] = {
     AutomationCommandRequested.TYPE: AutomationCommandRequested.from_data,
     ActionRequested.TYPE: ActionRequested.from_data,
     StepProgressed.TYPE: StepProgressed.from_data,
+    ActionCompleted.TYPE: ActionCompleted.from_data,
 }
 
 

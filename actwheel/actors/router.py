@@ -1,0 +1,232 @@
+"""The executor router: claims ready runs, executes them through the pipeline, finishes them.
+
+``run.ready`` → claim (a conditional UPDATE that sets the lease, invariant 3) →
+ack → dispatch pipeline → finish, which commits the new status (only while
+this instance still holds the lease and epoch), the audit trail and the
+outbox events in one transaction. Finishes from concurrent runs are group
+committed. Leases of in-flight runs are renewed together every third of the
+lease. Ad hoc ``action.request`` messages become runs and take the same path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, DispatchRequest
+from actwheel.actions.secrets import mask_secrets
+from actwheel.actors.batching import GroupCommitter
+from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
+from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.bus.base import Bus, Delivery
+from actwheel.bus.topology import QueueSpec
+from actwheel.clock import Clock
+from actwheel.errors import ActwheelError, InvalidMessage
+from actwheel.events import EventFactory
+from actwheel.logs import get_logger
+from actwheel.messages import ActionRequested, RunsReady, message_from_data
+from actwheel.metrics import Metrics
+from actwheel.policy import Policy
+from actwheel.service import OWNER_KEY, AutomationService, Caller
+from actwheel.storage.base import Store
+from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
+
+__all__ = ["ExecutorRouter", "request_of"]
+
+_log = get_logger("actwheel.router")
+
+
+@dataclass(frozen=True, slots=True)
+class _Finish:
+    run: Run
+    outcome: DispatchOutcome
+    status: RunStatus
+    reason: str | None
+    not_before: datetime | None
+
+
+class ExecutorRouter(ConsumerActor):
+    name = "router"
+
+    def __init__(self, *, bus: Bus, store: Store, pipeline: DispatchPipeline, service: AutomationService,
+                 events: EventFactory, clock: Clock, metrics: Metrics, instance: str, lease_s: float = 30.0,
+                 concurrency: int = 256, queue_prefix: str = "") -> None:
+        super().__init__(bus)
+        self._store = store
+        self._pipeline = pipeline
+        self._service = service
+        self._events = events
+        self._clock = clock
+        self._metrics = metrics
+        self._instance = instance
+        self._lease_s = lease_s
+        self._slots = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._prefix = queue_prefix
+        self._in_flight: dict[str, tuple[Run, asyncio.Task[None]]] = {}
+        self._finisher: GroupCommitter[_Finish, bool] = GroupCommitter(self._commit_finishes)
+
+    def intake(self) -> Sequence[Intake]:
+        topology = self.bus.topology
+        prefetch = max(1, min(self._concurrency, 64))
+        return (
+            Intake(QueueSpec(f"{self._prefix}actwheel.router.ready", ((topology.events, RunsReady.TYPE),)),
+                   self.on_ready, prefetch),
+            Intake(QueueSpec(f"{self._prefix}actwheel.router.requests",
+                             ((topology.commands, ActionRequested.TYPE),)), self.on_request, prefetch),
+        )
+
+    async def work(self) -> None:
+        """Renew the leases of in-flight runs until stopped; then let them finish (bounded by the supervisor)."""
+        while not self.stopping.is_set():
+            await sleep_or_wake(self._clock, self._lease_s / 3, self.stopping)
+            await self._renew_leases()
+        await self._drain()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # --- intake --------------------------------------------------------------------------
+
+    async def on_ready(self, delivery: Delivery) -> None:
+        try:
+            message = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if not isinstance(message, RunsReady):
+                raise InvalidMessage("type", delivery.envelope.type, RunsReady.TYPE)
+            await self.claim_and_start(message.run_ids)
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
+
+    async def on_request(self, delivery: Delivery) -> None:
+        try:
+            message = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if not isinstance(message, ActionRequested):
+                raise InvalidMessage("type", delivery.envelope.type, ActionRequested.TYPE)
+            await self._service.submit_action(Caller(message.owner_id, frozenset(message.scopes)), message)
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
+
+    async def claim_and_start(self, run_ids: Sequence[str]) -> list[Run]:
+        """Claim what this instance can; start executing each claimed run. Returns the claimed runs."""
+        async with self._store.transaction() as tx:
+            claimed = await tx.runs.claim_many(list(run_ids), self._instance, self._lease_s)
+        for run in claimed:
+            await self._slots.acquire()  # backpressure: the bus handler waits, prefetch does the rest
+            task = asyncio.create_task(self._execute(run), name=f"run:{run.id}")
+            self._in_flight[run.id] = (run, task)
+        return claimed
+
+    # --- execution -------------------------------------------------------------------------
+
+    async def _execute(self, run: Run) -> None:
+        try:
+            self._observe_start(run)
+            outcome = await self._pipeline.dispatch(request_of(run))
+            await self._finish(run, outcome)
+        except Exception:
+            _log.exception("run_execution_failed", run_id=run.id)  # the lease expires; recovery takes it
+        finally:
+            self._in_flight.pop(run.id, None)
+            self._slots.release()
+
+    async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
+        status, reason, not_before = self._decide(run, outcome)
+        applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before))
+        if not applied:
+            _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
+            return
+        self._metrics.runs.labels(status.value).inc()
+
+    def _decide(self, run: Run, outcome: DispatchOutcome) -> tuple[RunStatus, str | None, datetime | None]:
+        if outcome.retryable and run.attempt < _policy(run).retry.max_attempts:
+            delay = _policy(run).retry.delay_for(run.attempt)
+            return RunStatus.RETRY_WAIT, outcome.reason, self._clock.now() + timedelta(seconds=delay)
+        return RunStatus(outcome.status), outcome.reason, None
+
+    async def _commit_finishes(self, batch: Sequence[_Finish]) -> list[bool]:
+        async with self._store.transaction() as tx:
+            applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
+            done = [f for f in batch if f.run.id in applied]
+            await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)])
+            rows: list[NewOutboxMessage] = []
+            for f in done:
+                rows.extend(self._finish_events(f))
+            if rows:
+                await tx.outbox.append_many(rows)
+            dead = [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]
+            for letter in dead:
+                await tx.dead_letters.add(letter)
+        return [f.run.id in applied for f in batch]
+
+    def _finish_events(self, finish: _Finish) -> list[NewOutboxMessage]:
+        result = finish.outcome.result
+        ended = _with_status(finish.run, finish.status, finish.reason)
+        rows = [self._events.run_transitioned(ended, summary=result.summary, error=result.error)]
+        if finish.status is RunStatus.SUCCEEDED:
+            rows.append(self._events.action_completed(ended, result.as_dict()))
+        return rows
+
+    def _observe_start(self, run: Run) -> None:
+        if run.scheduled_for is not None and run.attempt <= 1:
+            lateness = (self._clock.now() - run.scheduled_for).total_seconds()
+            self._metrics.start_lateness.observe(max(0.0, lateness))
+
+    async def _renew_leases(self) -> None:
+        runs = [run for run, _ in list(self._in_flight.values())]
+        if not runs:
+            return
+        async with self._store.transaction() as tx:
+            for run in runs:
+                if not await tx.runs.renew(run.id, self._instance, run.lease_epoch, self._lease_s):
+                    _log.warning("lease_lost", run_id=run.id)
+
+    async def _drain(self) -> None:
+        tasks = [task for _, task in list(self._in_flight.values())]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._finisher.close()
+
+
+def request_of(run: Run) -> DispatchRequest:
+    """The dispatch request for a run: its snapshots, never the automation's current config."""
+    owner = run.context.get(OWNER_KEY) or {}
+    variables = {k: v for k, v in run.context.items() if not k.startswith("$")}
+    return DispatchRequest(
+        run_id=run.id, owner_id=run.owner_id, action_type=run.action_type, config=run.action_config,
+        scopes=frozenset(owner.get("scopes", [])), automation_id=run.automation_id, attempt=run.attempt,
+        timeout_s=_policy(run).timeout_s, variables=variables, dry_run=bool(run.context.get("$dry_run")),
+        idempotency_key=f"run:{run.id}")
+
+
+def _policy(run: Run) -> Policy:
+    try:
+        return Policy.parse(run.policy)
+    except ActwheelError:
+        return Policy()
+
+
+def _outcome_row(finish: _Finish, owner: str) -> RunOutcome:
+    result = finish.outcome.result
+    return RunOutcome(run_id=finish.run.id, owner=owner, epoch=finish.run.lease_epoch, status=finish.status,
+                      reason=finish.reason, result=mask_secrets(result.as_dict()), error=result.error,
+                      not_before=finish.not_before)
+
+
+def _audit_rows(finish: _Finish, actor: str) -> list[NewAuditEntry]:
+    run = finish.run
+    return [NewAuditEntry(event_id=f"{run.id}:{run.attempt}:{i}", phase=record.phase, actor=actor, run_id=run.id,
+                          automation_id=run.automation_id, details=record.details, occurred_at=record.at)
+            for i, record in enumerate(finish.outcome.audit)]
+
+
+def _dead_letter(finish: _Finish) -> NewDeadLetter:
+    result = finish.outcome.result
+    return NewDeadLetter(source="run", reason=finish.reason or "dead", ref_id=finish.run.id,
+                         payload=mask_secrets({"action_type": finish.run.action_type, "result": result.as_dict()}))
+
+
+def _with_status(run: Run, status: RunStatus, reason: str | None) -> Run:
+    return replace(run, status=status, reason=reason)
