@@ -54,14 +54,24 @@ class Recorder:
 
 async def order_ontology() -> InMemoryOntology:
     ontology = InMemoryOntology()
-    await ontology.put_type(ObjectType(name="Order", properties={"sku": {"type": "string"},
-                                                                 "qty": {"type": "integer", "minimum": 1}},
-                                       required=("sku",)))
+    await ontology.put_type(
+        ObjectType(
+            name="Order",
+            properties={"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
+            required=("sku",),
+        )
+    )
     return ontology
 
 
-def make_ctx(*, ontology: Any = None, recorder: Recorder | None = None, secrets: StaticSecrets | None = None,
-             clock: VirtualClock | None = None, **overrides: Any) -> ActionContext:
+def make_ctx(
+    *,
+    ontology: Any = None,
+    recorder: Recorder | None = None,
+    secrets: StaticSecrets | None = None,
+    clock: VirtualClock | None = None,
+    **overrides: Any,
+) -> ActionContext:
     recorder = recorder or Recorder()
     values: dict[str, Any] = {
         "run_id": "run-1",
@@ -106,8 +116,9 @@ class LocalHttpServer:
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                got = Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                               self.rfile.read(length))
+                got = Received(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length)
+                )
                 server.requests.append(got)
                 reply = server._reply_for(got)
                 if reply.hold is not None:

@@ -78,7 +78,8 @@ def test_limits_on_size_depth_exponents_and_built_values() -> None:
 def test_evaluation_errors_are_clear() -> None:
     with pytest.raises(ExpressionError) as err:
         evaluate("amount > limit", NAMES)
-    assert "'limit' is not one of" in err.value.expected and "amount" in err.value.expected
+    assert "'limit' is not one of" in err.value.expected
+    assert "amount" in err.value.expected
     with pytest.raises(ExpressionError, match="an existing key; 'nope'"):
         evaluate("event.payload.nope", NAMES)
     with pytest.raises(ExpressionError, match="evaluates"):
@@ -88,12 +89,23 @@ def test_evaluation_errors_are_clear() -> None:
 
 
 def test_interpolation_keeps_types_and_formats_inside_text() -> None:
-    config = {"source": "${steps.a.result.object_id}", "n": "${steps.a.result.count}",
-              "note": "made ${steps.a.result.count} of ${status}", "literal": "$${not.this}",
-              "secret": {"$secret": "token"}, "list": ["${amount + 1}"]}
+    config = {
+        "source": "${steps.a.result.object_id}",
+        "n": "${steps.a.result.count}",
+        "note": "made ${steps.a.result.count} of ${status}",
+        "literal": "$${not.this}",
+        "secret": {"$secret": "token"},
+        "list": ["${amount + 1}"],
+    }
     out = interpolate(config, NAMES)
-    assert out == {"source": "obj-1", "n": 2, "note": "made 2 of open", "literal": "${not.this}",
-                   "secret": {"$secret": "token"}, "list": [151]}
+    assert out == {
+        "source": "obj-1",
+        "n": 2,
+        "note": "made 2 of open",
+        "literal": "${not.this}",
+        "secret": {"$secret": "token"},
+        "list": [151],
+    }
 
 
 def test_interpolation_errors_name_the_field_path() -> None:

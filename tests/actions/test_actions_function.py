@@ -25,9 +25,16 @@ def _invoke() -> InvokeFunction:
     functions.register("pid_then_hang", sample.pid_then_hang)
     functions.register("shout", sample.shout)
     functions.register("reserve", sample.reserve, compensate=sample.release, idempotency=Idempotency.STRONG)
-    functions.register("typed", sample.add, schema={
-        "type": "object", "required": ["a", "b"], "additionalProperties": False,
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}})
+    functions.register(
+        "typed",
+        sample.add,
+        schema={
+            "type": "object",
+            "required": ["a", "b"],
+            "additionalProperties": False,
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        },
+    )
     return InvokeFunction(functions)
 
 
@@ -64,7 +71,8 @@ def test_arguments_are_checked_before_the_call() -> None:
     errors = invoke.validate({"function": "typed", "args": {"a": "x", "z": 1}})
     assert {e.field: e.value for e in errors} == {"args.a": "x", "args.b": None, "args.z": 1}
     errors = invoke.validate({"function": "nope"})
-    assert errors[0].field == "function" and "add" in errors[0].expected
+    assert errors[0].field == "function"
+    assert "add" in errors[0].expected
     errors = invoke.validate({"function": 3, "timeout": 0, "isolation": "vm"})
     assert {e.field for e in errors} == {"function", "timeout", "isolation"}
 
@@ -77,25 +85,27 @@ async def test_a_raising_function_is_a_failed_result() -> None:
 
 async def test_timeout_in_the_loop() -> None:
     result = await _invoke().execute({"function": "hang_async", "timeout": 0.05}, make_ctx())
-    assert result.code == "timeout" and "0.05" in result.summary
+    assert result.code == "timeout"
+    assert "0.05" in result.summary
 
 
 async def test_process_isolation_returns_the_value_and_ignores_prints() -> None:
     invoke = _invoke()
-    result = await invoke.execute({"function": "shout", "args": {"text": "hi"}, "isolation": "process"},
-                                  make_ctx())
+    result = await invoke.execute({"function": "shout", "args": {"text": "hi"}, "isolation": "process"}, make_ctx())
     assert result.data["value"] == "HI", result
-    failed = await invoke.execute({"function": "boom", "args": {"message": "in child"}, "isolation": "process"},
-                                  make_ctx())
-    assert failed.code == "function_error" and "ValueError: in child" in failed.summary
+    failed = await invoke.execute(
+        {"function": "boom", "args": {"message": "in child"}, "isolation": "process"}, make_ctx()
+    )
+    assert failed.code == "function_error"
+    assert "ValueError: in child" in failed.summary
 
 
 async def test_process_isolation_kills_the_process_at_the_timeout(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    config = {"function": "pid_then_hang", "args": {"pid_file": str(pid_file)}, "isolation": "process",
-              "timeout": 2.0}
+    config = {"function": "pid_then_hang", "args": {"pid_file": str(pid_file)}, "isolation": "process", "timeout": 2.0}
     result = await _invoke().execute(config, make_ctx())
-    assert result.code == "timeout" and "process killed" in result.summary
+    assert result.code == "timeout"
+    assert "process killed" in result.summary
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -128,17 +138,22 @@ async def test_compensation_function_gets_args_and_value() -> None:
 async def test_secret_arguments_resolve_inside_and_never_come_back() -> None:
     invoke = _invoke()
     secrets = StaticSecrets({("alice", "tok"): "topsecret"})
-    result = await invoke.execute({"function": "shout", "args": {"text": {"$secret": "tok"}}},
-                                  make_ctx(secrets=secrets))
+    result = await invoke.execute(
+        {"function": "shout", "args": {"text": {"$secret": "tok"}}}, make_ctx(secrets=secrets)
+    )
     assert result.data["value"] == "TOPSECRET".upper()  # transformed values are the function's business
-    failed = await invoke.execute({"function": "boom", "args": {"message": {"$secret": "tok"}}},
-                                  make_ctx(secrets=secrets))
-    assert "topsecret" not in repr(failed) and "***" in failed.summary
+    failed = await invoke.execute(
+        {"function": "boom", "args": {"message": {"$secret": "tok"}}}, make_ctx(secrets=secrets)
+    )
+    assert "topsecret" not in repr(failed)
+    assert "***" in failed.summary
 
 
 async def test_dry_run_does_not_call() -> None:
     before = len(sample.CALLS)
     started = time.perf_counter()
     result = await _invoke().dry_run({"function": "reserve", "args": {"item": "x"}}, make_ctx())
-    assert result.succeeded and "would call reserve" in result.summary
-    assert len(sample.CALLS) == before and time.perf_counter() - started < 1
+    assert result.succeeded
+    assert "would call reserve" in result.summary
+    assert len(sample.CALLS) == before
+    assert time.perf_counter() - started < 1

@@ -21,8 +21,9 @@ from actwheel.errors import InvalidAction, NotFound
 
 
 async def _create(ontology: InMemoryOntology, sku: str = "A", run: str = "run-1") -> ActionResult:
-    result = await CreateObject().execute({"object_type": "Order", "properties": {"sku": sku}},
-                                          make_ctx(ontology=ontology, run_id=run))
+    result = await CreateObject().execute(
+        {"object_type": "Order", "properties": {"sku": sku}}, make_ctx(ontology=ontology, run_id=run)
+    )
     assert result.succeeded, result
     return result
 
@@ -35,11 +36,11 @@ async def test_create_object(ontology: InMemoryOntology) -> None:
 
 
 async def test_create_validates_against_the_object_type_listing_every_error(ontology: InMemoryOntology) -> None:
-    result = await CreateObject().execute({"object_type": "Order", "properties": {"qty": 0}},
-                                          make_ctx(ontology=ontology))
+    result = await CreateObject().execute(
+        {"object_type": "Order", "properties": {"qty": 0}}, make_ctx(ontology=ontology)
+    )
     assert result.code == "invalid"
-    assert {e["field"]: e["value"] for e in result.data["errors"]} == {"properties.sku": None,
-                                                                       "properties.qty": 0}
+    assert {e["field"]: e["value"] for e in result.data["errors"]} == {"properties.sku": None, "properties.qty": 0}
     assert await ontology.list_objects() == []
 
 
@@ -54,7 +55,8 @@ def test_config_validation_all_at_once() -> None:
     assert {e.field for e in errors} == {"object_type", "properties", "extra"}
     errors = CreateObject().validate({"objects": [{"object_type": "Order"}, {"properties": {}}]})
     assert {e.field for e in errors} == {"objects[0].properties", "objects[1].object_type"}
-    assert CreateObject().validate({}) and CreateObject().validate({"objects": [], "object_type": "x"})
+    assert CreateObject().validate({})
+    assert CreateObject().validate({"objects": [], "object_type": "x"})
     errors = UpdateObject().validate({"object_id": "", "properties": {}, "expected_version": 0})
     assert {e.field: e.value for e in errors} == {"object_id": "", "expected_version": 0}
 
@@ -62,11 +64,11 @@ def test_config_validation_all_at_once() -> None:
 async def test_batch_create_is_one_transaction(ontology: InMemoryOntology) -> None:
     objects = [{"object_type": "Order", "properties": {"sku": f"S{i}"}} for i in range(50)]
     result = await CreateObject().execute({"objects": objects}, make_ctx(ontology=ontology))
-    assert result.succeeded and result.data["count"] == 50
+    assert result.succeeded
+    assert result.data["count"] == 50
     assert len(await ontology.list_objects(limit=1000)) == 50
 
-    broken = [*objects, {"object_type": "Order", "properties": {"sku": 7}}, {"object_type": "Order",
-                                                                             "properties": {}}]
+    broken = [*objects, {"object_type": "Order", "properties": {"sku": 7}}, {"object_type": "Order", "properties": {}}]
     result = await CreateObject().execute({"objects": broken}, make_ctx(ontology=ontology, run_id="run-2"))
     assert result.code == "invalid"
     assert [e["field"] for e in result.data["errors"]] == ["objects[50].properties.sku", "objects[51].properties.sku"]
@@ -94,10 +96,12 @@ def test_natural_idempotency_keys() -> None:
     create = CreateObject()
     key = create.idempotency_key({"object_type": "Order", "properties": {"a": 1, "b": 2}})
     assert key == create.idempotency_key({"object_type": "Order", "properties": {"b": 2, "a": 1}})
-    assert key.startswith("ontology.create_object:") and key != create.idempotency_key(
-        {"object_type": "Order", "properties": {"a": 2, "b": 2}})
-    assert UpdateObject().idempotency_key({"object_id": "o1", "properties": {}, "expected_version": 3}) == \
-        "ontology.update_object:o1:3"
+    assert key.startswith("ontology.create_object:")
+    assert key != create.idempotency_key({"object_type": "Order", "properties": {"a": 2, "b": 2}})
+    assert (
+        UpdateObject().idempotency_key({"object_id": "o1", "properties": {}, "expected_version": 3})
+        == "ontology.update_object:o1:3"
+    )
     assert DeleteObject().idempotency_key({"object_id": "o1"}) == "ontology.delete_object:o1"
     assert DeleteRelation().idempotency_key({"relation_id": "r1"}) == "ontology.delete_relation:r1"
 
@@ -116,8 +120,10 @@ async def test_create_dry_run_validates_and_changes_nothing(ontology: InMemoryOn
     ctx = make_ctx(ontology=ontology)
     ok = await CreateObject().dry_run({"object_type": "Order", "properties": {"sku": "A"}}, ctx)
     bad = await CreateObject().dry_run({"object_type": "Order", "properties": {"sku": 1}}, ctx)
-    assert ok.succeeded and "would create 1 object" in ok.summary
-    assert bad.code == "invalid" and bad.data["errors"][0]["field"] == "properties.sku"
+    assert ok.succeeded
+    assert "would create 1 object" in ok.summary
+    assert bad.code == "invalid"
+    assert bad.data["errors"][0]["field"] == "properties.sku"
     assert await ontology.list_objects() == []
 
 
@@ -127,7 +133,8 @@ async def test_update_with_expected_version_and_compensation(ontology: InMemoryO
     config = {"object_id": object_id, "properties": {"qty": 5}, "expected_version": 1}
     ctx = make_ctx(ontology=ontology, run_id="run-u")
     result = await UpdateObject().execute(config, ctx)
-    assert result.succeeded and result.data["version"] == 2
+    assert result.succeeded
+    assert result.data["version"] == 2
     assert (await ontology.get_object(object_id)).properties == {"sku": "A", "qty": 5}
     undone = await UpdateObject().compensate(config, result, ctx)
     assert undone.succeeded
@@ -138,11 +145,14 @@ async def test_update_with_expected_version_and_compensation(ontology: InMemoryO
 async def test_stale_version_is_a_clear_conflict(ontology: InMemoryOntology) -> None:
     object_id = (await _create(ontology)).data["object_id"]
     await ontology.update_object(object_id, {"qty": 2}, expected_version=1)
-    result = await UpdateObject().execute({"object_id": object_id, "properties": {"qty": 9}, "expected_version": 1},
-                                          make_ctx(ontology=ontology, run_id="run-u"))
+    result = await UpdateObject().execute(
+        {"object_id": object_id, "properties": {"qty": 9}, "expected_version": 1},
+        make_ctx(ontology=ontology, run_id="run-u"),
+    )
     assert (result.code, result.retryable) == ("conflict", False)
     assert result.data == {"object_id": object_id, "expected_version": 1, "current_version": 2}
-    assert "version 2" in result.summary and "expected version 1" in result.summary
+    assert "version 2" in result.summary
+    assert "expected version 1" in result.summary
     assert (await ontology.get_object(object_id)).properties["qty"] == 2
 
 
@@ -161,10 +171,11 @@ async def test_update_schema_violation_and_dry_run(ontology: InMemoryOntology) -
     object_id = (await _create(ontology)).data["object_id"]
     ctx = make_ctx(ontology=ontology, run_id="run-u")
     bad = await UpdateObject().execute({"object_id": object_id, "properties": {"sku": None}}, ctx)
-    assert bad.code == "invalid" and bad.data["errors"][0]["field"] == "properties.sku"
-    dry = await UpdateObject().dry_run({"object_id": object_id, "properties": {"qty": 3}, "expected_version": 1},
-                                       ctx)
-    assert dry.succeeded and dry.data["after"] == {"sku": "A", "qty": 3}
+    assert bad.code == "invalid"
+    assert bad.data["errors"][0]["field"] == "properties.sku"
+    dry = await UpdateObject().dry_run({"object_id": object_id, "properties": {"qty": 3}, "expected_version": 1}, ctx)
+    assert dry.succeeded
+    assert dry.data["after"] == {"sku": "A", "qty": 3}
     stale = await UpdateObject().dry_run({"object_id": object_id, "properties": {}, "expected_version": 4}, ctx)
     assert stale.code == "conflict"
     assert (await ontology.get_object(object_id)).version == 1
@@ -176,7 +187,8 @@ async def test_delete_and_recreate_from_snapshot(ontology: InMemoryOntology, mod
     config = {"object_id": object_id, "mode": mode}
     ctx = make_ctx(ontology=ontology, run_id="run-d")
     dry = await DeleteObject().dry_run(config, ctx)
-    assert dry.succeeded and await ontology.get_object(object_id)
+    assert dry.succeeded
+    assert await ontology.get_object(object_id)
     result = await DeleteObject().execute(config, ctx)
     assert result.succeeded
     with pytest.raises(NotFound):
@@ -194,7 +206,8 @@ async def test_hard_delete_of_a_related_object_is_refused(ontology: InMemoryOnto
     ctx = make_ctx(ontology=ontology, run_id="run-d")
     assert (await DeleteObject().dry_run({"object_id": a, "mode": "hard"}, ctx)).code == "conflict"
     result = await DeleteObject().execute({"object_id": a, "mode": "hard"}, ctx)
-    assert result.code == "conflict" and "relation" in result.summary
+    assert result.code == "conflict"
+    assert "relation" in result.summary
     assert await ontology.get_object(a)
 
 
@@ -211,7 +224,8 @@ async def test_relations_create_delete_and_compensate(ontology: InMemoryOntology
 
     delete_config = {"relation_id": relation_id}
     deleted = await DeleteRelation().execute(delete_config, make_ctx(ontology=ontology, run_id="run-x"))
-    assert deleted.succeeded and await ontology.list_relations() == []
+    assert deleted.succeeded
+    assert await ontology.list_relations() == []
     assert (await DeleteRelation().compensate(delete_config, deleted, ctx)).succeeded
     assert [r.id for r in await ontology.list_relations()] == [relation_id]
     assert (await CreateRelation().compensate(config, created, ctx)).succeeded
@@ -221,9 +235,11 @@ async def test_relations_create_delete_and_compensate(ontology: InMemoryOntology
 
 async def test_relation_to_a_missing_object_is_not_found(ontology: InMemoryOntology) -> None:
     a = (await _create(ontology)).data["object_id"]
-    result = await CreateRelation().execute({"relation_type": "pairs", "source": a, "target": "ghost"},
-                                            make_ctx(ontology=ontology))
-    assert result.code == "not_found" and "ghost" in result.summary
+    result = await CreateRelation().execute(
+        {"relation_type": "pairs", "source": a, "target": "ghost"}, make_ctx(ontology=ontology)
+    )
+    assert result.code == "not_found"
+    assert "ghost" in result.summary
     dry = await DeleteRelation().dry_run({"relation_id": "ghost"}, make_ctx(ontology=ontology))
     assert dry.code == "not_found"
 
@@ -238,8 +254,9 @@ class SlowOntology(InMemoryOntology):
         super().__init__()
         self.release = asyncio.Event()
 
-    async def create_objects(self, objects: Sequence[NewObject], *,
-                             idempotency_key: str | None = None) -> list[OntologyObject]:
+    async def create_objects(
+        self, objects: Sequence[NewObject], *, idempotency_key: str | None = None
+    ) -> list[OntologyObject]:
         await self.release.wait()
         return await super().create_objects(objects, idempotency_key=idempotency_key)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from actions_support import make_ctx
@@ -41,7 +41,7 @@ class Echo(ActionDefinition):
     aliases = ("Echo",)
     display_name = "Echo"
     description = "Returns its config."
-    config_schema = {"type": "object", "properties": {"say": {"type": "string"}}}
+    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"say": {"type": "string"}}}
 
     async def execute(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
         return ActionResult.ok(f"echo {config.get('say')}", {"said": config.get("say")})
@@ -60,7 +60,8 @@ def test_unknown_type_names_the_field_and_lists_known_types() -> None:
         default_registry().get("ontology.create_obj")
     assert err.value.field == "type"
     assert err.value.value == "ontology.create_obj"
-    assert "ontology.create_object" in err.value.expected and "webhook.call" in err.value.expected
+    assert "ontology.create_object" in err.value.expected
+    assert "webhook.call" in err.value.expected
 
 
 def test_duplicate_type_or_alias_is_a_typed_error_and_registers_nothing() -> None:
@@ -77,7 +78,8 @@ def test_duplicate_type_or_alias_is_a_typed_error_and_registers_nothing() -> Non
     with pytest.raises(DuplicateActionType) as err:
         registry.register(SameAlias())
     assert (err.value.field, err.value.value) == ("alias", "Echo")
-    assert "Other" not in registry and "test.other" not in registry
+    assert "Other" not in registry
+    assert "test.other" not in registry
 
 
 def test_type_names_must_be_dotted_lower_case() -> None:
@@ -93,8 +95,12 @@ async def test_a_new_type_is_one_register_call_and_works_as_a_composite_step() -
     registry = default_registry()
     registry.register(Echo())
     composite = registry.get("composite")
-    config = {"steps": [{"name": "e", "type": "Echo", "config": {"say": "hi"}},
-                        {"name": "f", "type": "test.echo", "config": {"say": "${steps.e.result.said} again"}}]}
+    config = {
+        "steps": [
+            {"name": "e", "type": "Echo", "config": {"say": "hi"}},
+            {"name": "f", "type": "test.echo", "config": {"say": "${steps.e.result.said} again"}},
+        ]
+    }
     assert composite.validate(config) == []
     result = await composite.execute(config, make_ctx())
     assert result.succeeded, result
@@ -112,8 +118,9 @@ async def test_defaults_not_compensable_no_dry_run_and_unknown_confirm() -> None
 
 
 def test_validate_reports_every_error_with_path_and_value() -> None:
-    errors = default_registry().get("webhook.call").validate(
-        {"url": 5, "method": "BREW", "timeout": -1, "surprise": True})
+    errors = (
+        default_registry().get("webhook.call").validate({"url": 5, "method": "BREW", "timeout": -1, "surprise": True})
+    )
     fields = {e.field: e.value for e in errors}
     assert fields == {"url": 5, "method": "BREW", "timeout": -1, "surprise": True}
     with pytest.raises(InvalidAction) as err:
@@ -138,8 +145,16 @@ def test_public_surface() -> None:
 def test_cli_lists_the_capability_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["actions", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["type", "aliases", "idempotency", "scopes", "compensable", "dry_run",
-                                "timeout", "parallel_safe"]
+    assert lines[0].split() == [
+        "type",
+        "aliases",
+        "idempotency",
+        "scopes",
+        "compensable",
+        "dry_run",
+        "timeout",
+        "parallel_safe",
+    ]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == set(BUILT_INS)
     assert rows["webhook.call"][1:4] == ["Webhook", "BEST_EFFORT", "webhook:call"]

@@ -45,7 +45,8 @@ def test_refuses_to_construct_without_a_valid_key(tmp_path: Path) -> None:
     bad = base64.b64encode(b"short-key-material").decode()
     with pytest.raises(InvalidInput) as err:
         SecretCipher.from_env({KEY_ENV: bad})
-    assert bad not in str(err.value) and "32 bytes" in str(err.value)
+    assert bad not in str(err.value)
+    assert "32 bytes" in str(err.value)
     with pytest.raises(InvalidInput):
         SecretCipher(b"x" * 31)
 
@@ -75,8 +76,12 @@ async def test_resolver_over_a_repository_of_ciphertexts() -> None:
 
 
 def test_find_and_mask() -> None:
-    config = {"url": "https://x", "headers": {"Authorization": {"$secret": "token"}, "X-Api-Key": "literal!"},
-              "list": [{"$secret": "other"}], "password": "hunter2"}
+    config = {
+        "url": "https://x",
+        "headers": {"Authorization": {"$secret": "token"}, "X-Api-Key": "literal!"},
+        "list": [{"$secret": "other"}],
+        "password": "hunter2",
+    }
     assert find_secret_refs(config) == [("headers.Authorization", "token"), ("list[0]", "other")]
     masked = mask_secrets(config)
     assert masked["headers"]["Authorization"] == {"$secret": "token"}
@@ -95,8 +100,10 @@ async def test_resolve_config_and_scrub() -> None:
     assert resolved.config == {"headers": {"Authorization": VALUE}}
     assert config == {"headers": {"Authorization": {"$secret": "token"}}}
     assert VALUE not in repr(resolved)
-    assert resolved.scrub({"echo": f"you sent Bearer {VALUE}", "n": [VALUE]}) == {"echo": "you sent Bearer ***",
-                                                                                  "n": ["***"]}
+    assert resolved.scrub({"echo": f"you sent Bearer {VALUE}", "n": [VALUE]}) == {
+        "echo": "you sent Bearer ***",
+        "n": ["***"],
+    }
     with pytest.raises(NotFound) as err:
         await resolve_config({"x": {"$secret": "missing"}}, resolver, "alice")
     assert "missing" in str(err.value)

@@ -25,8 +25,9 @@ async def test_set_variable_from_value_or_expression() -> None:
 
 async def test_log_writes_through_the_run_logger() -> None:
     with capture_logs() as logs:
-        result = await OP.execute({"op": "log", "message": "order ${order.id}", "level": "warning"},
-                                  make_ctx(variables={"order": {"id": 7}}))
+        result = await OP.execute(
+            {"op": "log", "message": "order ${order.id}", "level": "warning"}, make_ctx(variables={"order": {"id": 7}})
+        )
     assert result.succeeded
     entry = next(e for e in logs if e["event"] == "simple.op log")
     assert (entry["message"], entry["log_level"], entry["run_id"]) == ("order 7", "warning", "run-1")
@@ -35,7 +36,9 @@ async def test_log_writes_through_the_run_logger() -> None:
 async def test_delay_waits_on_the_context_clock() -> None:
     clock = VirtualClock()
     task = asyncio.create_task(OP.execute({"op": "delay", "seconds": 30}, make_ctx(clock=clock)))
-    while clock.sleepers == 0:
+    for _ in range(100):  # let the task reach its sleep
+        if clock.sleepers:
+            break
         await asyncio.sleep(0)
     await clock.advance_and_settle(29)
     assert not task.done()
@@ -53,10 +56,15 @@ async def test_assert_holds_or_fails_with_its_message() -> None:
     ctx = make_ctx(variables={"event": {"amount": 50}})
     assert (await OP.execute({"op": "assert", "condition": "event.amount >= 50"}, ctx)).succeeded
     failed = await OP.execute({"op": "assert", "condition": "event.amount > 50", "message": "too small"}, ctx)
-    assert (failed.status, failed.summary, failed.code, failed.retryable) == ("failed", "too small",
-                                                                              "assertion_failed", False)
+    assert (failed.status, failed.summary, failed.code, failed.retryable) == (
+        "failed",
+        "too small",
+        "assertion_failed",
+        False,
+    )
     missing = await OP.execute({"op": "assert", "condition": "evnt.amount > 1"}, ctx)
-    assert missing.code == "expression_error" and "'evnt'" in missing.summary
+    assert missing.code == "expression_error"
+    assert "'evnt'" in missing.summary
 
 
 def test_validation_lists_every_problem() -> None:
