@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 import structlog
 
+from actwheel.actions.ontology_port import OntologyGateway
 from actwheel.actions.schema import schema_errors
 from actwheel.actions.secrets import NoSecrets, SecretResolver
 from actwheel.clock import Clock, SystemClock
@@ -184,7 +185,7 @@ class ActionContext:
     deadline: datetime | None = None
     clock: Clock = field(default_factory=SystemClock, repr=False)
     secrets: SecretResolver = field(default_factory=NoSecrets, repr=False)
-    ontology: Any = field(default=None, repr=False)
+    ontology: OntologyGateway | None = field(default=None, repr=False)
     publish: Publisher | None = field(default=None, repr=False)
     emit_step_event: StepEventSink = field(default=_ignore_step_event, repr=False)
     audit: AuditSink = field(default=_ignore_audit, repr=False)

@@ -107,3 +107,12 @@ async def test_resolve_config_and_scrub() -> None:
     with pytest.raises(NotFound) as err:
         await resolve_config({"x": {"$secret": "missing"}}, resolver, "alice")
     assert "missing" in str(err.value)
+
+
+def test_context_repr_shows_no_secret_material() -> None:
+    from actions_support import make_ctx
+
+    from actwheel.actions.secrets import StaticSecrets
+
+    ctx = make_ctx(secrets=StaticSecrets({("alice", "token"): VALUE}))
+    assert VALUE not in repr(ctx) and "run-1" in repr(ctx)
