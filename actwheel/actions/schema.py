@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
+import orjson
 
 from actwheel.errors import FieldError
 
@@ -38,10 +40,18 @@ def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
 
 def schema_errors(schema: Mapping[str, Any], config: Any, prefix: str = "") -> list[FieldError]:
     """Every JSON-Schema violation of ``config``, each with its field path and value, in path order."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    if validator.is_valid(config):
+        return []
     found = [f for e in validator.iter_errors(config) for f in _field_errors(e)]
     unique = {(f.field, f.expected, repr(f.value)): f for f in found}
     errors = list(unique.values())
     if prefix:
         errors = [FieldError(_join(prefix, e.field), e.value, e.expected) for e in errors]
     return sorted(errors, key=lambda e: e.field)
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: bytes) -> jsonschema.Draft202012Validator:
+    """Building a validator costs more than most validations; cache it by the schema's canonical JSON."""
+    return jsonschema.Draft202012Validator(orjson.loads(schema_json))

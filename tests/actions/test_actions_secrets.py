@@ -115,4 +115,5 @@ def test_context_repr_shows_no_secret_material() -> None:
     from actwheel.actions.secrets import StaticSecrets
 
     ctx = make_ctx(secrets=StaticSecrets({("alice", "token"): VALUE}))
-    assert VALUE not in repr(ctx) and "run-1" in repr(ctx)
+    assert VALUE not in repr(ctx)
+    assert "run-1" in repr(ctx)

@@ -32,7 +32,7 @@ from actwheel.actions.base import (
 from actwheel.actions.expressions import ExpressionError, compile_expression
 from actwheel.actions.interpolation import has_placeholder, interpolate, placeholder_errors, referenced_steps
 from actwheel.actions.schema import schema_errors
-from actwheel.errors import FieldError, InvalidAction, NotAvailable
+from actwheel.errors import FieldError, InvalidAction
 
 if TYPE_CHECKING:
     from actwheel.actions.registry import ActionRegistry
@@ -304,39 +304,32 @@ class _CompositeRun:
         return self._rolled_back(failed, order, not_compensable)
 
     async def _compensate(self, outcome: _Outcome) -> str | None:
-        """Compensate one step; the failure reason, or ``None`` on success."""
+        """Compensate one step, emit and audit the outcome; the failure reason, or ``None`` on success."""
+        await self.emit(outcome, "compensating")
+        problem = await self._undo(outcome)
+        reason = {"reason": problem} if problem else {}
+        await self.emit(outcome, "compensation_failed" if problem else "compensated", **reason)
+        status = "failed" if problem else "completed"
+        await self.ctx.audit(
+            "COMPENSATE", {"step": outcome.step.name, "type": outcome.step.type, "status": status, **reason}
+        )
+        return problem
+
+    async def _undo(self, outcome: _Outcome) -> str | None:
+        """Call the step's compensation with its own time budget (the run's may be spent)."""
         definition, result = outcome.definition, outcome.result
         assert definition is not None
         assert result is not None
-        await self.emit(outcome, "compensating")
-        ctx = replace(
-            self.ctx.for_step(outcome.step.name, steps=self.steps_view(), variables=self.variables, timeout=None),
-            timeout=self.compensation_timeout,
-            deadline=None,
-        )
+        step_ctx = self.ctx.for_step(outcome.step.name, steps=self.steps_view(), variables=self.variables, timeout=None)
+        ctx = replace(step_ctx, timeout=self.compensation_timeout, deadline=None)
         try:
             async with asyncio.timeout(self.compensation_timeout):
                 undone = await definition.compensate(outcome.config, result, ctx)
-            problem = None if undone.succeeded else (undone.error or undone.summary)
         except TimeoutError:
-            problem = f"compensation timed out after {self.compensation_timeout}s"
-        except (NotAvailable, Exception) as exc:  # a raising compensation is a failed compensation
-            problem = f"{type(exc).__name__}: {exc}"
-        await self.emit(
-            outcome,
-            "compensation_failed" if problem else "compensated",
-            **({"reason": problem} if problem else {}),
-        )
-        await self.ctx.audit(
-            "COMPENSATE",
-            {
-                "step": outcome.step.name,
-                "type": outcome.step.type,
-                "status": "failed" if problem else "completed",
-                **({"reason": problem} if problem else {}),
-            },
-        )
-        return problem
+            return f"compensation timed out after {self.compensation_timeout}s"
+        except Exception as exc:  # NotAvailable included: a raising compensation is a failed compensation
+            return f"{type(exc).__name__}: {exc}"
+        return None if undone.succeeded else (undone.error or undone.summary)
 
     def _rolled_back(self, failed: _Outcome | None, order: list[str], not_compensable: list[str]) -> ActionResult:
         cause = f"step {failed.step.name} failed" if failed else "compensation requested"

@@ -353,6 +353,14 @@ _SMTP_SCHEMA = {
 }
 
 
+def _email(message: RenderedMessage, sender: str, to: list[str], run_id: str) -> EmailMessage:
+    mail = EmailMessage()
+    mail["Subject"], mail["From"], mail["To"] = message.subject, sender, ", ".join(to)
+    mail["X-Actwheel-Run"] = run_id
+    mail.set_content(message.body)
+    return mail
+
+
 def _deliver_mail(smtp: Mapping[str, Any], message: EmailMessage) -> dict[str, Any]:
     """Blocking SMTP delivery (runs in a worker thread)."""
     factory = smtplib.SMTP_SSL if smtp.get("ssl") else smtplib.SMTP
@@ -387,16 +395,12 @@ class EmailChannel(NotificationChannel):
     async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         owner = self.settings.secret_owner or ctx.owner_id
         smtp = (await resolve_config(self._smtp(config), ctx.secrets, owner)).config
-        mail = EmailMessage()
-        mail["Subject"], mail["From"], mail["To"] = message.subject, smtp["from"], ", ".join(config["to"])
-        mail["X-Actwheel-Run"] = ctx.run_id
-        mail.set_content(message.body)
+        mail = _email(message, smtp["from"], config["to"], ctx.run_id)
         try:
             details = await asyncio.to_thread(_deliver_mail, smtp, mail)
         except smtplib.SMTPResponseException as exc:
-            raise ChannelFailed(
-                f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", retryable=400 <= exc.smtp_code < 500
-            ) from None
+            retryable = 400 <= exc.smtp_code < 500
+            raise ChannelFailed(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", retryable=retryable) from None
         except (smtplib.SMTPException, OSError) as exc:
             raise ChannelFailed(f"SMTP delivery failed: {type(exc).__name__}: {exc}", retryable=True) from None
         return {**details, "to": list(config["to"])}
