@@ -14,7 +14,7 @@ downtime) come due at once; the planner applies their misfire policy.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -63,6 +63,10 @@ class PartitionOwner(Protocol):
 
     def owned(self) -> frozenset[int] | None: ...
 
+    async def refresh(self) -> bool:
+        """Renew and rebalance; True when the owned set changed."""
+        ...
+
 
 @dataclass(slots=True)
 class _Timer:
@@ -85,6 +89,7 @@ class WheelTicker(Actor):
         clock: Clock,
         horizon_s: float = 3600.0,
         partitions: PartitionOwner | None = None,
+        partition_refresh_s: float = 10.0,
         on_wheel_size: Callable[[int], None] | None = None,
         changes: Callable[[Callable[[AutomationChanged], Awaitable[None]]], Awaitable[Any]] | None = None,
     ) -> None:
@@ -94,6 +99,8 @@ class WheelTicker(Actor):
         self._clock = clock
         self._horizon = timedelta(seconds=horizon_s)
         self._partitions = partitions
+        self._partition_refresh = timedelta(seconds=partition_refresh_s)
+        self._next_partition_refresh: datetime | None = None
         self._on_wheel_size = on_wheel_size or (lambda _: None)
         self._subscribe_changes = changes
         self._wheel: TimingWheel[str, _Timer] = TimingWheel(now_ms=clock.now_ms())
@@ -109,6 +116,7 @@ class WheelTicker(Actor):
         if self._subscribe_changes is not None:
             subscription = await self._subscribe_changes(self.apply_change)
         try:
+            await self._refresh_partitions()
             await self.refill()
             self.mark_ready()
             while not self.stopping.is_set():
@@ -121,7 +129,7 @@ class WheelTicker(Actor):
 
     async def tick(self) -> int:
         """Publish every timer due now; refill when the loaded horizon runs low. Returns how many fired."""
-        if self._needs_refill():
+        if await self._refresh_partitions() or self._needs_refill():
             await self.refill()
         now_ms = self._clock.now_ms()
         fired: list[_Timer] = self._wheel.advance(now_ms)
@@ -183,6 +191,13 @@ class WheelTicker(Actor):
         for key in [k for k in pending if k not in kept]:
             self._wheel.cancel(key)
 
+    async def _refresh_partitions(self) -> bool:
+        now = self._clock.now()
+        if self._partitions is None or (self._next_partition_refresh and now < self._next_partition_refresh):
+            return False
+        self._next_partition_refresh = now + self._partition_refresh
+        return await self._partitions.refresh()
+
     def _in_horizon(self, instant: datetime) -> bool:
         return self._loaded_until is None or instant < self._loaded_until
 
@@ -197,6 +212,8 @@ class WheelTicker(Actor):
 
     def _seconds_to_next(self) -> float:
         refill_at = (self._loaded_until - self._horizon / 2) if self._loaded_until else self._clock.now()
+        if self._next_partition_refresh is not None:
+            refill_at = min(refill_at, self._next_partition_refresh)
         seconds = (refill_at - self._clock.now()).total_seconds()
         next_ms = self._wheel.next_due_ms()
         if next_ms is not None:
@@ -207,6 +224,3 @@ class WheelTicker(Actor):
 def _ms(instant: datetime) -> int:
     return int(instant.timestamp() * 1000)
 
-
-def due_items(timers: Sequence[_Timer]) -> tuple[DueItem, ...]:
-    return tuple(DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in timers)

@@ -90,11 +90,14 @@ def queue_arguments(spec: QueueSpec, topology: Topology) -> dict[str, Any]:
         "x-delivery-limit": spec.delivery_limit,
         "x-dead-letter-exchange": topology.dlx,
         "x-dead-letter-routing-key": spec.name,
-        "x-dead-letter-strategy": "at-least-once",
-        "x-overflow": "reject-publish",
+        # at-least-once dead-lettering needs reject-publish; a drop-head feed does not dead-letter drops
+        "x-dead-letter-strategy": "at-least-once" if spec.overflow == "reject-publish" else "at-most-once",
+        "x-overflow": spec.overflow,
     }
     if spec.max_length is not None:
         arguments["x-max-length"] = spec.max_length
+    if spec.expires_s is not None:
+        arguments["x-expires"] = int(spec.expires_s * 1000)
     return arguments
 
 

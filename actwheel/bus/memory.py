@@ -241,7 +241,7 @@ class MemoryBus(Bus):
                 raise Unroutable(exchange, routing_key)
             return
         for queue in targets:
-            if queue.full:
+            if queue.full and (queue.spec is None or queue.spec.overflow == "reject-publish"):
                 reason = f"queue {queue.name!r} is full ({queue.max_length})"
                 raise PublishRefused(exchange, routing_key, reason)
         for queue in targets:
@@ -249,7 +249,7 @@ class MemoryBus(Bus):
         self.stats.published += 1
 
     def _append(self, queue: _Queue, message: _Message) -> None:
-        if queue.full:  # only the dead-letter queue gets here: it drops its oldest
+        if queue.full:  # only drop-head queues (and the dead-letter queue) get here: drop the oldest
             queue.ready.popleft()
             _log.warning("bus.dead_letter_queue_full", queue=queue.name, dropped=1)
         queue.ready.append(message)

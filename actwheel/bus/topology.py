@@ -98,12 +98,18 @@ class QueueSpec:
         (RabbitMQ's ``x-delivery-limit`` semantics)
     :ivar max_length: ready messages the queue holds; a publish beyond it is refused
         (:class:`~actwheel.bus.base.PublishRefused`), never silently dropped. ``None``: unbounded
+    :ivar overflow: ``reject-publish`` (default) or ``drop-head`` for queues whose old messages are
+        worthless once newer ones exist (a ticker's per-instance change feed): the oldest is dropped
+    :ivar expires_s: delete the queue after it has had no consumer this long (per-instance queues
+        of instances that died); ``None``: never
     """
 
     name: str
     bindings: tuple[tuple[str, str], ...] = ()
     delivery_limit: int = 5
     max_length: int | None = 100_000
+    overflow: str = "reject-publish"
+    expires_s: float | None = None
 
     def __post_init__(self) -> None:
         check_name("queue.name", self.name)
@@ -112,6 +118,10 @@ class QueueSpec:
             raise InvalidInput("queue.delivery_limit", self.delivery_limit, "an integer from 0 to 1000")
         if self.max_length is not None and (not isinstance(self.max_length, int) or self.max_length < 1):
             raise InvalidInput("queue.max_length", self.max_length, "a positive integer or None")
+        if self.overflow not in ("reject-publish", "drop-head"):
+            raise InvalidInput("queue.overflow", self.overflow, "'reject-publish' or 'drop-head'")
+        if self.expires_s is not None and not self.expires_s > 0:
+            raise InvalidInput("queue.expires_s", self.expires_s, "None or seconds > 0")
 
 
 def _check_bindings(bindings: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

@@ -1,17 +1,91 @@
-"""``actwheel run`` (placeholder: being built)."""
+"""``actwheel run``: the engine and its HTTP server, until SIGTERM or SIGINT (then drain)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+import sys
 from typing import Any
 
-from actwheel.errors import NotAvailable
+import uvicorn
+
+from actwheel.api.app import create_app
+from actwheel.engine import Engine
+from actwheel.errors import ActwheelError
+from actwheel.logs import configure_logging
+from actwheel.settings import ALL_ROLES, Settings, parse_http
+
+__all__ = ["register", "serve"]
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="(not available yet)")
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "run", help="start the engine (embedded default: SQLite file + in-process bus)")
+    parser.add_argument("--broker", help="amqp://user:pass@host:port/vhost (env ACTWHEEL_BROKER_URL); "
+                                         "default: the in-process bus")
+    parser.add_argument("--database", help="postgresql://… or sqlite:///path (env ACTWHEEL_DATABASE_URL); "
+                                           "default: sqlite:///actwheel.db")
+    parser.add_argument("--http", default="127.0.0.1:8080", help="HOST:PORT to serve the API on")
+    parser.add_argument("--actors", help="comma-separated roles to run: " + ",".join(ALL_ROLES))
+    parser.add_argument("--no-partition-leases", action="store_true",
+                        help="every ticker loads every automation (correct, slower)")
+    parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    raise NotAvailable("actwheel run")
+    configure_logging(args.log_level)
+    try:
+        host, port = parse_http(args.http)
+        settings = Settings.from_env(
+            database_url=args.database, broker_url=args.broker, http_host=host, http_port=port,
+            roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors else None,
+            partition_leases=False if args.no_partition_leases else None)
+    except ActwheelError as exc:
+        print(f"actwheel run: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings))
+
+
+async def serve(settings: Settings) -> int:
+    """Run until a stop signal; drain in order. Returns the process exit code."""
+    engine = Engine(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), host=settings.http_host, port=settings.http_port,
+                                           log_level="warning", lifespan="off", access_log=False))
+    http: asyncio.Task[None] | None = None
+    try:
+        await engine.start()
+        http = asyncio.create_task(server.serve(), name="http")
+        print(f"actwheel {settings.instance} listening on http://{settings.http_host}:{settings.http_port} "
+              f"(database {_safe(settings.database_url)}, broker {_safe(settings.broker_url)}, "
+              f"actors {','.join(settings.roles)})", flush=True)
+        await _wait_first(stop.wait(), asyncio.shield(http))
+    finally:
+        server.should_exit = True  # the API stops taking requests first, then the actors drain
+        if http is not None:
+            await asyncio.wait([http], timeout=5)
+        await engine.stop()
+    return 0
+
+
+async def _wait_first(*aws: Any) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+
+
+def _safe(url: str) -> str:
+    """A URL without its password."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

@@ -1,0 +1,55 @@
+"""The metrics actor: samples what is not counted where it happens.
+
+Bus counters (redeliveries, dead letters) are copied into Prometheus as
+deltas; gauges (wheel size, in-flight runs) are read from the actors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from actwheel.actors.base import Actor
+from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.bus.base import Bus
+from actwheel.clock import Clock
+from actwheel.metrics import Metrics
+
+__all__ = ["MetricsSampler"]
+
+
+class MetricsSampler(Actor):
+    name = "metrics"
+
+    def __init__(self, *, bus: Bus, metrics: Metrics, clock: Clock, interval_s: float = 5.0,
+                 wheel_size: Callable[[], int] | None = None) -> None:
+        super().__init__()
+        self._bus = bus
+        self._metrics = metrics
+        self._clock = clock
+        self._interval_s = interval_s
+        self._wheel_size = wheel_size
+        self._seen_redeliveries: dict[str, int] = {}
+        self._seen_dead: dict[str, int] = {}
+
+    async def run(self) -> None:
+        self.mark_ready()
+        while not self.stopping.is_set():
+            self.sample()
+            await sleep_or_wake(self._clock, self._interval_s, self.stopping)
+
+    def sample(self) -> None:
+        stats = self._bus.stats
+        _copy_deltas(dict(stats.redelivered), self._seen_redeliveries,
+                     lambda key, n: self._metrics.bus_redeliveries.labels(key).inc(n))
+        _copy_deltas(dict(stats.dead_lettered), self._seen_dead,
+                     lambda key, n: self._metrics.bus_dead_letters.labels(key).inc(n))
+        if self._wheel_size is not None:
+            self._metrics.wheel_size.set(self._wheel_size())
+
+
+def _copy_deltas(current: dict[str, int], seen: dict[str, int], inc: Callable[[str, int], None]) -> None:
+    for key, value in current.items():
+        delta = value - seen.get(key, 0)
+        if delta > 0:
+            inc(key, delta)
+        seen[key] = value

@@ -1,0 +1,116 @@
+"""The CDC emitter: the outbox relay (invariant 4).
+
+Takes unpublished outbox rows in order, publishes them with confirms, marks
+them published. Woken by the store's commit signal (NOTIFY on PostgreSQL),
+polling as a fallback. A crash between publish and mark republishes the
+batch: consumers dedupe by event id, so that is a duplicate, never a loss.
+A row the bus cannot route is moved to the dead-letter table (and counted)
+rather than blocking the relay forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import groupby
+
+from actwheel.actors.base import Actor
+from actwheel.bus.base import Bus
+from actwheel.bus.envelope import Envelope, decode
+from actwheel.errors import ActwheelError, BusUnavailable, InvalidMessage, Unroutable
+from actwheel.logs import get_logger
+from actwheel.storage.base import Store
+from actwheel.storage.records import NewDeadLetter, OutboxMessage
+
+__all__ = ["OutboxRelay"]
+
+_log = get_logger("actwheel.relay")
+
+
+class OutboxRelay(Actor):
+    name = "cdc"
+
+    def __init__(self, *, store: Store, bus: Bus, batch: int = 500, poll_s: float = 1.0,
+                 on_dead_letter: Callable[[str], None] | None = None) -> None:
+        super().__init__()
+        self._store = store
+        self._bus = bus
+        self._batch = batch
+        self._poll_s = poll_s
+        self._on_dead_letter = on_dead_letter or (lambda _: None)
+        self.published = 0
+
+    async def run(self) -> None:
+        self.mark_ready()
+        while not self.stopping.is_set():
+            try:
+                moved = await self.relay_once()
+            except (BusUnavailable, ActwheelError):
+                _log.exception("relay_failed")
+                moved = 0
+            if moved < self._batch and not self.stopping.is_set():
+                await self._store.wait_for_outbox(self._poll_s)
+        await self.relay_until_empty()
+
+    async def relay_until_empty(self, max_rounds: int = 100) -> int:
+        """Relay until nothing is left (bounded), e.g. while draining."""
+        total = 0
+        for _ in range(max_rounds):
+            moved = await self.relay_once()
+            total += moved
+            if moved == 0:
+                break
+        return total
+
+    async def relay_once(self) -> int:
+        """Publish one batch in order; returns how many rows were published or dead-lettered."""
+        async with self._store.transaction() as tx:
+            rows = await tx.outbox.take_batch(self._batch)
+        if not rows:
+            return 0
+        dead = await self._publish(rows)
+        async with self._store.transaction() as tx:
+            for row, reason in dead:
+                await tx.dead_letters.add(NewDeadLetter(source="outbox", reason=reason, ref_id=str(row.id),
+                                                        payload={"exchange": row.exchange,
+                                                                 "routing_key": row.routing_key}))
+            await tx.outbox.mark_published([row.id for row in rows])
+        self.published += len(rows)
+        return len(rows)
+
+    async def _publish(self, rows: Sequence[OutboxMessage]) -> list[tuple[OutboxMessage, str]]:
+        dead: list[tuple[OutboxMessage, str]] = []
+        for exchange, group in groupby(rows, key=lambda r: r.exchange):
+            batch = list(group)
+            items, undecodable = _items(batch)
+            dead.extend(undecodable)
+            try:
+                await self._bus.publish_many(exchange, items)
+            except Unroutable:
+                dead.extend(await self._publish_one_by_one(exchange, batch))
+        for _, reason in dead:
+            self._on_dead_letter(reason)
+        return dead
+
+    async def _publish_one_by_one(self, exchange: str,
+                                  batch: Sequence[OutboxMessage]) -> list[tuple[OutboxMessage, str]]:
+        dead = []
+        for row in batch:
+            items, _ = _items([row])
+            if not items:
+                continue  # already counted as undecodable
+            try:
+                await self._bus.publish(exchange, row.routing_key, items[0][1])
+            except Unroutable:
+                _log.warning("outbox_unroutable", exchange=exchange, routing_key=row.routing_key)
+                dead.append((row, "unroutable"))
+        return dead
+
+
+def _items(rows: Sequence[OutboxMessage]) -> tuple[list[tuple[str, Envelope]], list[tuple[OutboxMessage, str]]]:
+    items, bad = [], []
+    for row in rows:
+        try:
+            items.append((row.routing_key, decode(row.body)))
+        except InvalidMessage:
+            bad.append((row, "undecodable"))
+    return items, bad

@@ -1,0 +1,232 @@
+"""The composition root: one engine = one store, one bus, the actors of the chosen roles.
+
+Nothing here decides anything: it builds the parts, hands each its
+dependencies, and starts and stops them in order (bus and store first up,
+last down; actors stop intake first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from datetime import datetime
+from typing import Any
+
+from actwheel.actions.base import ActionContext, AuditSink, StepEvent
+from actwheel.actions.pipeline import DispatchPipeline, DispatchRequest
+from actwheel.actions.registry import ActionRegistry, default_registry
+from actwheel.actions.secrets import NoSecrets, SecretResolver
+from actwheel.actors.auditor import Auditor
+from actwheel.actors.base import Actor
+from actwheel.actors.metrics_sampler import MetricsSampler
+from actwheel.actors.partitions import AllPartitions, PartitionLeases
+from actwheel.actors.planner import Planner
+from actwheel.actors.recovery import RecoverySweeper
+from actwheel.actors.relay import OutboxRelay
+from actwheel.actors.router import ExecutorRouter
+from actwheel.actors.supervisor import Supervisor
+from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
+from actwheel.bus import open_bus
+from actwheel.bus.base import Bus, Delivery, Subscription
+from actwheel.bus.envelope import Envelope
+from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology
+from actwheel.clock import Clock, SystemClock
+from actwheel.errors import NotFound
+from actwheel.events import EventFactory
+from actwheel.logs import get_logger
+from actwheel.messages import AutomationChanged, AutomationsDue, StepProgressed, message_from_data
+from actwheel.metrics import Metrics
+from actwheel.service import AutomationService
+from actwheel.settings import Settings
+from actwheel.storage import open_store
+from actwheel.storage.base import Store
+from actwheel.storage.records import Automation, AutomationStatus
+
+__all__ = ["Engine"]
+
+_log = get_logger("actwheel.engine")
+_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "completed")
+
+
+class Engine:
+    """Everything ``actwheel run`` starts. Tests build one with a VirtualClock and their own store/bus."""
+
+    def __init__(self, settings: Settings, *, clock: Clock | None = None, store: Store | None = None,
+                 bus: Bus | None = None, registry: ActionRegistry | None = None,
+                 topology: Topology = DEFAULT_TOPOLOGY, queue_prefix: str = "",
+                 secrets: SecretResolver | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.store = store or open_store(settings.database_url)
+        self.bus = bus or open_bus(settings.broker_url, topology=topology, clock=self.clock)
+        self.registry = registry or default_registry()
+        self.metrics = Metrics()
+        self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")
+        self.service = AutomationService(store=self.store, registry=self.registry, events=self.events,
+                                         clock=self.clock)
+        self._secrets = secrets or NoSecrets()
+        self._prefix = queue_prefix
+        self.pipeline = DispatchPipeline(self.registry, make_context=self._make_context, clock=self.clock,
+                                         metrics=self.metrics)
+        self.actors: dict[str, Actor] = self._build_actors()
+        self.supervisor = Supervisor(list(self.actors.values()), clock=self.clock, grace_s=settings.grace_s,
+                                     on_restart=lambda name: self.metrics.actor_restarts.labels(name).inc())
+        self._stack = AsyncExitStack()
+        self.started = False
+
+    async def start(self) -> None:
+        """Start store, bus and every actor; returns once all are ready."""
+        await self.store.start()
+        self._stack.push_async_callback(self.store.stop)
+        await self.bus.start()
+        self._stack.push_async_callback(self.bus.stop)
+        self._stack.push_async_callback(self.supervisor.stop)
+        await self.supervisor.start()
+        self.started = True
+        _log.info("engine_started", instance=self.settings.instance, roles=list(self.actors),
+                  database=self.store.dialect, broker=type(self.bus).__name__)
+
+    async def stop(self) -> None:
+        """Stop actors (intake first, grace, cancel), then the bus, then the store. Idempotent."""
+        await self._stack.aclose()
+        self.started = False
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
+    @property
+    def ready(self) -> bool:
+        return self.started and self.supervisor.is_ready
+
+    # --- construction ------------------------------------------------------------------
+
+    def _build_actors(self) -> dict[str, Actor]:
+        s = self.settings
+        builders = {
+            "ticker": self._ticker, "planner": self._planner, "router": self._router, "recovery": self._recovery,
+            "cdc": self._relay, "auditor": self._auditor, "metrics": self._sampler,
+        }
+        return {role: builders[role]() for role in s.roles}
+
+    def _ticker(self) -> Actor:
+        s = self.settings
+        leases = (PartitionLeases(store=self.store, instance=s.instance, partitions=s.partitions)
+                  if s.partition_leases else AllPartitions())
+        ticker = WheelTicker(source=_StoreSchedule(self.store), publish=self._publish_due, clock=self.clock,
+                             horizon_s=s.horizon_s, partitions=leases,
+                             on_wheel_size=self.metrics.wheel_size.set, changes=self._subscribe_changes)
+        return ticker
+
+    def _planner(self) -> Actor:
+        return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
+                       metrics=self.metrics, queue_prefix=self._prefix)
+
+    def _router(self) -> Actor:
+        s = self.settings
+        return ExecutorRouter(bus=self.bus, store=self.store, pipeline=self.pipeline, service=self.service,
+                              events=self.events, clock=self.clock, metrics=self.metrics, instance=s.instance,
+                              lease_s=s.lease_s, concurrency=s.router_concurrency, queue_prefix=self._prefix)
+
+    def _recovery(self) -> Actor:
+        s = self.settings
+        return RecoverySweeper(store=self.store, registry=self.registry, events=self.events, clock=self.clock,
+                               instance=s.instance, interval_s=s.sweep_interval_s,
+                               stale_pending_s=s.stale_pending_s)
+
+    def _relay(self) -> Actor:
+        return OutboxRelay(store=self.store, bus=self.bus,
+                           on_dead_letter=lambda reason: self.metrics.action_dead_letter.labels(reason).inc())
+
+    def _auditor(self) -> Actor:
+        return Auditor(bus=self.bus, store=self.store, queue_prefix=self._prefix)
+
+    def _sampler(self) -> Actor:
+        ticker = self.actors.get("ticker") if hasattr(self, "actors") else None
+        return MetricsSampler(bus=self.bus, metrics=self.metrics, clock=self.clock,
+                              wheel_size=(lambda: ticker.wheel_size) if isinstance(ticker, WheelTicker) else None)
+
+    # --- wiring --------------------------------------------------------------------------
+
+    async def _publish_due(self, message: AutomationsDue) -> None:
+        envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source=self.events_source,
+                                clock=self.clock)
+        await self.bus.publish(self.bus.topology.events, AutomationsDue.TYPE, envelope)
+
+    @property
+    def events_source(self) -> str:
+        return f"actwheel/{self.settings.instance}"
+
+    async def _subscribe_changes(self, apply: Any) -> Subscription:
+        """A per-instance change feed for the ticker: old changes are worthless, so drop-head; it expires
+        when its instance is gone."""
+        topology = self.bus.topology
+        spec = QueueSpec(f"{self._prefix}actwheel.ticker.{self.settings.instance}",
+                         tuple((topology.events, f"automation.{c}") for c in _CHANGES),
+                         max_length=10_000, overflow="drop-head", expires_s=600)
+        await self.bus.declare_queue(spec)
+
+        async def handle(delivery: Delivery) -> None:
+            message = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if isinstance(message, AutomationChanged):
+                await apply(message)
+
+        return await self.bus.consume(spec.name, handle, prefetch=64)
+
+    def _make_context(self, request: DispatchRequest, audit: AuditSink) -> ActionContext:
+        async def publish(routing_key: str, data: Mapping[str, Any]) -> None:
+            envelope = Envelope.new(type="notification", data=dict(data), source=self.events_source,
+                                    correlation_id=request.run_id, clock=self.clock)
+            await self.bus.publish(self.bus.topology.events, routing_key, envelope, mandatory=False)
+
+        async def step_event(event: StepEvent) -> None:
+            message = StepProgressed(run_id=event.run_id, step=event.step, state=event.state, detail=event.detail)
+            envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source=self.events_source,
+                                    correlation_id=request.run_id, clock=self.clock)
+            await self.bus.publish(self.bus.topology.events, StepProgressed.TYPE, envelope, mandatory=False)
+
+        return ActionContext(
+            run_id=request.run_id, owner_id=request.owner_id, automation_id=request.automation_id,
+            scopes=request.scopes, attempt=request.attempt, idempotency_key=request.idempotency_key,
+            variables=request.variables, timeout=request.timeout_s, clock=self.clock, secrets=self._secrets,
+            ontology=None, publish=publish, emit_step_event=step_event, audit=audit)
+
+
+class _StoreSchedule:
+    """The ticker's view of storage."""
+
+    def __init__(self, store: Store, page: int = 5_000) -> None:
+        self._store = store
+        self._page = page
+
+    async def due_before(self, before: datetime, partitions: frozenset[int] | None) -> list[ScheduledAutomation]:
+        found: list[ScheduledAutomation] = []
+        after_id: str | None = None
+        while True:
+            async with self._store.transaction() as tx:
+                page = await tx.automations.query(due_before=before, enabled=True, status=AutomationStatus.ACTIVE,
+                                                  partitions=sorted(partitions) if partitions is not None else None,
+                                                  after_id=after_id, limit=self._page)
+            found.extend(_scheduled(a) for a in page if a.next_run_at is not None)
+            if len(page) < self._page:
+                return found
+            after_id = page[-1].id
+
+    async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        try:
+            async with self._store.transaction() as tx:
+                automation = await tx.automations.get(automation_id)
+        except NotFound:
+            return None
+        if not automation.enabled or automation.status is not AutomationStatus.ACTIVE:
+            return None
+        return _scheduled(automation) if automation.next_run_at is not None else None
+
+
+def _scheduled(automation: Automation) -> ScheduledAutomation:
+    assert automation.next_run_at is not None
+    return ScheduledAutomation(id=automation.id, next_run_at=automation.next_run_at,
+                               trigger_spec=automation.trigger, partition=automation.partition)
