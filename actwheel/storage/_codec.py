@@ -1,0 +1,132 @@
+"""Input checks and value conversions shared by both adapters.
+
+Checks run before any SQL: a refused input raises :class:`InvalidInput` naming the field
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import orjson
+
+from actwheel.errors import InvalidInput
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "aware",
+    "dumps",
+    "enum_value",
+    "from_micros",
+    "json_field",
+    "loads",
+    "new_id",
+    "optional_json",
+    "partition_of",
+    "positive",
+    "req_dt",
+    "text_field",
+    "to_dt",
+    "to_micros",
+]
+
+#: The largest JSON document one field may hold (config, policy, context, properties...).
+MAX_JSON_BYTES = 256 * 1024
+_MAX_TEXT = 1024
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def partition_of(record_id: str, partitions: int) -> int:
+    """A stable partition number for ``record_id`` (blake2b, not Python's salted ``hash``)."""
+    digest = hashlib.blake2b(record_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(value: Any) -> Any:
+    """Decode a JSON column (text from either driver); None stays None."""
+    if value is None:
+        return None
+    return orjson.loads(value)
+
+
+def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> str:
+    """``value`` as JSON text, or :class:`InvalidInput` when not serialisable or over ``limit`` bytes."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError as exc:
+        raise InvalidInput(field, value, f"a JSON-serialisable value ({exc})") from None
+    if len(data) > limit:
+        raise InvalidInput(field, f"<{len(data)} bytes of JSON>", f"at most {limit} bytes of JSON")
+    return data.decode()
+
+
+def optional_json(field: str, value: Any) -> str | None:
+    return None if value is None else json_field(field, value)
+
+
+def aware(field: str, value: Any) -> datetime | None:
+    """A timezone-aware datetime (converted to UTC), None, or :class:`InvalidInput`."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(field, value, "a timezone-aware datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(field, value, "a timezone-aware datetime (naive times are refused)")
+    return value.astimezone(UTC)
+
+
+def enum_value(field: str, enum: type[_E], value: Any) -> _E:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise InvalidInput(field, value, f"one of {allowed}") from None
+
+
+def text_field(field: str, value: Any, *, max_len: int = _MAX_TEXT) -> str:
+    if not isinstance(value, str) or not value or len(value) > max_len:
+        raise InvalidInput(field, value, f"a non-empty string of at most {max_len} characters")
+    return value
+
+
+def positive(field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidInput(field, value, "a positive number")
+    return float(value)
+
+
+def to_micros(value: datetime) -> int:
+    """Microseconds since the Unix epoch (how SQLite stores instants)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def to_dt(value: Any) -> datetime | None:
+    """A stored instant from either driver (datetime from asyncpg, int micros from SQLite)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return from_micros(int(value))
+
+
+def req_dt(value: Any) -> datetime:
+    result = to_dt(value)
+    if result is None:
+        raise ValueError("a NOT NULL timestamp column was NULL")
+    return result

@@ -1,0 +1,592 @@
+"""The storage port: a :class:`Store` hands out :class:`Transaction` units of work whose
+repositories read and write the records of :mod:`actwheel.storage.records`.
+
+The database is the correctness layer (DESIGN.md invariants 1–7); every guarantee stated
+below is enforced by a constraint or a conditional statement, never by a check in Python
+followed by a write. Times that decide correctness (leases, due, retries) come from the
+database clock on PostgreSQL and from the store's injected :class:`~actwheel.clock.Clock`
+on SQLite.
+
+Errors: every method may raise :class:`~actwheel.errors.StorageUnavailable` (database
+unreachable, timed out, or a transient serialisation failure: retry the whole
+transaction) and :class:`~actwheel.errors.InvalidInput` (bad input, nothing written);
+other ``:raises:`` are listed per method. Driver exceptions never cross this port.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Literal
+
+from actwheel.storage.records import (
+    ApiKey,
+    AuditEntry,
+    Automation,
+    AutomationChanges,
+    AutomationStatus,
+    CursorAdvance,
+    DeadLetter,
+    Deleted,
+    InsertedRun,
+    NewApiKey,
+    NewAuditEntry,
+    NewAutomation,
+    NewDeadLetter,
+    NewOutboxMessage,
+    NewRun,
+    ObjectType,
+    OntologyObject,
+    OutboxMessage,
+    PartitionLease,
+    Principal,
+    PrincipalStatus,
+    Relation,
+    Run,
+    RunOutcome,
+    RunStatus,
+    SecretRecord,
+)
+
+__all__ = [
+    "ApiKeyRepository",
+    "AuditRepository",
+    "AutomationRepository",
+    "DeadLetterRepository",
+    "Dialect",
+    "OntologyRepository",
+    "OutboxRepository",
+    "PartitionLeaseRepository",
+    "PrincipalRepository",
+    "RunRepository",
+    "SecretRepository",
+    "Store",
+    "Transaction",
+]
+
+Dialect = Literal["sqlite", "postgres"]
+
+
+class AutomationRepository(ABC):
+    """Automations and their trigger cursors."""
+
+    @abstractmethod
+    async def create(self, new: NewAutomation) -> Automation:
+        """Insert an automation at version 1 with ``partition = hash(id) mod N``.
+
+        :raises Conflict: ``new.id`` is already taken
+        :raises InvalidInput: a JSON field is not serialisable or over 256 KiB, a datetime is naive
+        """
+
+    @abstractmethod
+    async def get(self, automation_id: str) -> Automation:
+        """:raises NotFound: no automation ``automation_id``"""
+
+    @abstractmethod
+    async def query(
+        self,
+        *,
+        owner_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        status: AutomationStatus | None = None,
+        enabled: bool | None = None,
+        due_before: datetime | None = None,
+        partitions: Sequence[int] | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Automation]:
+        """Automations matching every given filter, ordered by id (page with ``after_id``)."""
+
+    @abstractmethod
+    async def due(
+        self, before: datetime, *, partitions: Sequence[int] | None = None, limit: int = 1000
+    ) -> list[Automation]:
+        """Enabled ACTIVE automations with ``next_run_at <= before``, earliest first."""
+
+    @abstractmethod
+    async def update(
+        self, automation_id: str, expected_version: int, changes: AutomationChanges
+    ) -> Automation:
+        """Apply ``changes`` if the version is still ``expected_version``; version goes up by one.
+
+        :raises NotFound: no automation ``automation_id``
+        :raises Conflict: the current version is not ``expected_version``
+        """
+
+    @abstractmethod
+    async def set_enabled(
+        self, automation_id: str, enabled: bool, *, expected_version: int | None = None
+    ) -> tuple[Automation, list[str]]:
+        """Enable or disable; version goes up by one. Disabling cancels the automation's
+        PENDING and RETRY_WAIT runs in this same transaction (invariant 6).
+
+        :returns: the automation after the change and the ids of the runs canceled
+        :raises NotFound: no automation ``automation_id``
+        :raises Conflict: ``expected_version`` is given and does not hold
+        """
+
+    @abstractmethod
+    async def delete(self, automation_id: str) -> Deleted:
+        """Delete one automation, canceling its PENDING/RETRY_WAIT runs (history is kept).
+
+        :raises NotFound: no automation ``automation_id``
+        """
+
+    @abstractmethod
+    async def delete_by_session(self, session_id: str) -> Deleted:
+        """Delete every automation labelled with ``session_id`` (cascade as :meth:`delete`)."""
+
+    @abstractmethod
+    async def delete_by_agent(self, agent_id: str) -> Deleted:
+        """Delete every automation labelled with ``agent_id`` (cascade as :meth:`delete`)."""
+
+    @abstractmethod
+    async def delete_by_owner(self, owner_id: str) -> Deleted:
+        """Delete every automation of ``owner_id`` (cascade as :meth:`delete`)."""
+
+    @abstractmethod
+    async def advance_cursor(
+        self,
+        automation_id: str,
+        version: int,
+        expected_next_run_at: datetime | None,
+        new_next_run_at: datetime | None,
+    ) -> bool:
+        """Compare-and-set the cursor on ``(id, version, next_run_at)`` (invariant 2).
+
+        True for exactly one of any number of concurrent callers with the same expectation.
+        ``new_next_run_at=None`` marks the automation COMPLETED. The version is unchanged.
+        """
+
+    @abstractmethod
+    async def advance_cursors(self, advances: Sequence[CursorAdvance]) -> set[str]:
+        """Many :meth:`advance_cursor` in one statement; returns the automation ids that won."""
+
+
+class RunRepository(ABC):
+    """Runs: idempotent insertion, leases with fencing epochs, retries (invariants 1, 3, 5, 7)."""
+
+    @abstractmethod
+    async def insert(self, new: NewRun) -> InsertedRun:
+        """Insert a run, or return the existing one for its key with ``created=False``.
+
+        The key is ``(automation_id, dedupe_key)``, or ``(owner_id, dedupe_key)`` when
+        ``automation_id`` is None. Never two rows for one key, whatever the concurrency.
+
+        :raises InvalidInput: bad status/origin, naive datetime, oversized or non-JSON config
+        """
+
+    @abstractmethod
+    async def insert_many(self, news: Sequence[NewRun]) -> list[InsertedRun]:
+        """:meth:`insert` for many runs in one statement; results in the order of ``news``."""
+
+    @abstractmethod
+    async def get(self, run_id: str) -> Run:
+        """:raises NotFound: no run ``run_id``"""
+
+    @abstractmethod
+    async def query(
+        self,
+        *,
+        automation_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        owner_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Runs matching every given filter, newest first (``created_after`` inclusive)."""
+
+    @abstractmethod
+    async def claim(self, run_id: str, owner: str, lease_s: float) -> Run | None:
+        """PENDING → RUNNING if due (``not_before`` passed): sets the lease, bumps epoch and attempt.
+
+        :returns: the claimed run for exactly one of any concurrent claimers, None for the others
+        """
+
+    @abstractmethod
+    async def claim_many(self, run_ids: Sequence[str], owner: str, lease_s: float) -> list[Run]:
+        """:meth:`claim` for many runs in one statement; returns those this caller won.
+
+        A run another transaction has locked right now is skipped, not waited for.
+        """
+
+    @abstractmethod
+    async def claim_next(self, owner: str, lease_s: float, limit: int) -> list[Run]:
+        """Claim up to ``limit`` due PENDING runs, oldest first (the polling path)."""
+
+    @abstractmethod
+    async def renew(self, run_id: str, owner: str, epoch: int, lease_s: float) -> bool:
+        """Extend the lease to now + ``lease_s``; False unless ``owner`` and ``epoch`` still hold."""
+
+    @abstractmethod
+    async def finish(self, outcome: RunOutcome) -> bool:
+        """Apply ``outcome`` if its owner and epoch still hold the lease; False for a fenced-out zombie.
+
+        :raises InvalidInput: a status a lease holder cannot set (RUNNING), RETRY_WAIT without not_before
+        """
+
+    @abstractmethod
+    async def finish_many(self, outcomes: Sequence[RunOutcome]) -> set[str]:
+        """:meth:`finish` for many runs in one statement; returns the run ids that were applied."""
+
+    @abstractmethod
+    async def expired_leases(self, limit: int = 100) -> list[Run]:
+        """RUNNING/COMPENSATING runs whose lease expired (database clock), oldest expiry first."""
+
+    @abstractmethod
+    async def recover_expired(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        reason: str | None = None,
+        not_before: datetime | None = None,
+    ) -> Run | None:
+        """Move a run whose lease (at ``epoch``) expired to ``status`` (PENDING, RETRY_WAIT,
+        UNKNOWN, FAILED, DEAD), dropping the lease and bumping the epoch so the old holder is
+        fenced out. None when the lease is not expired or the epoch moved on (someone else did it).
+        """
+
+    @abstractmethod
+    async def stale_pending(self, older_than_s: float, limit: int = 100) -> list[Run]:
+        """PENDING runs due for at least ``older_than_s`` seconds and still not claimed."""
+
+    @abstractmethod
+    async def promote_due_retries(self, limit: int = 100) -> list[Run]:
+        """RETRY_WAIT runs whose ``not_before`` has passed become PENDING; returns them."""
+
+    @abstractmethod
+    async def cancel(self, run_id: str, reason: str) -> bool:
+        """PENDING/RETRY_WAIT → CANCELED(reason); False when the run is in any other status."""
+
+    @abstractmethod
+    async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
+        """Those of ``automation_ids`` that have a run still going (PENDING, RUNNING, RETRY_WAIT,
+        COMPENSATING): the overlap check, batched."""
+
+
+class OutboxRepository(ABC):
+    """Messages written in the same transaction as the change they announce (invariant 4)."""
+
+    @abstractmethod
+    async def append(self, message: NewOutboxMessage) -> None:
+        """Queue one message; the relay is woken when the transaction commits."""
+
+    @abstractmethod
+    async def append_many(self, messages: Sequence[NewOutboxMessage]) -> None:
+        """Queue many messages in one statement, in order."""
+
+    @abstractmethod
+    async def take_batch(self, limit: int = 500) -> list[OutboxMessage]:
+        """Unpublished messages in id order (at-least-once: a crash before marking repeats them)."""
+
+    @abstractmethod
+    async def mark_published(self, ids: Sequence[int]) -> int:
+        """Mark messages published; returns how many were still unpublished."""
+
+    @abstractmethod
+    async def purge_published(self, before: datetime) -> int:
+        """Delete messages published before ``before``; returns how many."""
+
+
+class AuditRepository(ABC):
+    """The append-only audit trail, idempotent by event id."""
+
+    @abstractmethod
+    async def append(self, entry: NewAuditEntry) -> bool:
+        """Append one entry; False when its event id is already recorded."""
+
+    @abstractmethod
+    async def append_many(self, entries: Sequence[NewAuditEntry]) -> int:
+        """Append entries in order, ignoring event ids already recorded; returns how many were new."""
+
+    @abstractmethod
+    async def trail(self, run_id: str) -> list[AuditEntry]:
+        """A run's entries in the order they were appended."""
+
+    @abstractmethod
+    async def for_automation(self, automation_id: str, limit: int = 100) -> list[AuditEntry]:
+        """An automation's entries, most recent last (the last ``limit``)."""
+
+
+class OntologyRepository(ABC):
+    """Object types, objects (soft-deletable, versioned) and relations.
+
+    Schema validation of properties is the caller's job (``actwheel.actions``).
+    """
+
+    @abstractmethod
+    async def put_type(
+        self,
+        name: str,
+        properties: dict[str, Any],
+        required: Sequence[str] = (),
+        *,
+        expected_version: int | None = None,
+    ) -> ObjectType:
+        """Create (version 1) or redefine (version + 1) an object type.
+
+        :raises Conflict: ``expected_version`` is given and does not hold (0 = must not exist)
+        """
+
+    @abstractmethod
+    async def get_type(self, name: str) -> ObjectType:
+        """:raises NotFound: no object type ``name``"""
+
+    @abstractmethod
+    async def list_types(self) -> list[ObjectType]:
+        """Every object type, by name."""
+
+    @abstractmethod
+    async def delete_type(self, name: str) -> None:
+        """:raises NotFound: no such type  :raises Conflict: objects of this type still exist"""
+
+    @abstractmethod
+    async def create_object(
+        self,
+        object_type: str,
+        properties: dict[str, Any],
+        *,
+        object_id: str | None = None,
+        created_by: str | None = None,
+    ) -> OntologyObject:
+        """:raises NotFound: no such object type  :raises Conflict: ``object_id`` is taken"""
+
+    @abstractmethod
+    async def get_object(self, object_id: str, *, include_deleted: bool = False) -> OntologyObject:
+        """:raises NotFound: no such object (or soft-deleted and ``include_deleted`` is false)"""
+
+    @abstractmethod
+    async def list_objects(
+        self, object_type: str, *, include_deleted: bool = False, limit: int = 100
+    ) -> list[OntologyObject]:
+        """Objects of one type, oldest first."""
+
+    @abstractmethod
+    async def update_object(
+        self, object_id: str, properties: dict[str, Any], *, expected_version: int | None = None
+    ) -> OntologyObject:
+        """Replace the properties of a live object; version goes up by one.
+
+        :raises NotFound: no live object  :raises Conflict: ``expected_version`` does not hold
+        """
+
+    @abstractmethod
+    async def delete_object(
+        self, object_id: str, *, soft: bool = True, expected_version: int | None = None
+    ) -> OntologyObject:
+        """Soft-delete (mark, version + 1) or hard-delete; returns the object as it was before.
+
+        :raises NotFound: no live object
+        :raises Conflict: version mismatch, or a hard delete of an object that has relations
+        """
+
+    @abstractmethod
+    async def restore_object(self, obj: OntologyObject) -> OntologyObject:
+        """Make the object look like ``obj`` again (re-created if hard-deleted); version + 1."""
+
+    @abstractmethod
+    async def create_relation(
+        self,
+        relation_type: str,
+        source: str,
+        target: str,
+        properties: dict[str, Any] | None = None,
+        *,
+        relation_id: str | None = None,
+        created_by: str | None = None,
+    ) -> Relation:
+        """:raises NotFound: source or target object does not exist  :raises Conflict: id taken"""
+
+    @abstractmethod
+    async def get_relation(self, relation_id: str) -> Relation:
+        """:raises NotFound: no such relation"""
+
+    @abstractmethod
+    async def relations_of(self, object_id: str) -> list[Relation]:
+        """Relations where the object is source or target, oldest first."""
+
+    @abstractmethod
+    async def delete_relation(self, relation_id: str) -> Relation:
+        """Delete and return the relation.  :raises NotFound: no such relation"""
+
+
+class PrincipalRepository(ABC):
+    """Users. A banned owner's runs are SKIPPED(owner_inactive) by the engine."""
+
+    @abstractmethod
+    async def create(
+        self, principal_id: str, display_name: str = "", status: PrincipalStatus = PrincipalStatus.ACTIVE
+    ) -> Principal:
+        """:raises Conflict: ``principal_id`` exists"""
+
+    @abstractmethod
+    async def get(self, principal_id: str) -> Principal:
+        """:raises NotFound: no such principal"""
+
+    @abstractmethod
+    async def set_status(
+        self, principal_id: str, status: PrincipalStatus, *, expected_version: int | None = None
+    ) -> Principal:
+        """:raises NotFound: no such principal  :raises Conflict: ``expected_version`` does not hold"""
+
+    @abstractmethod
+    async def query(self, *, status: PrincipalStatus | None = None, limit: int = 100) -> list[Principal]:
+        """Principals, by id."""
+
+
+class ApiKeyRepository(ABC):
+    """API keys: stored by hash only."""
+
+    @abstractmethod
+    async def create(self, new: NewApiKey) -> ApiKey:
+        """:raises NotFound: the owner does not exist  :raises Conflict: id or hash taken"""
+
+    @abstractmethod
+    async def get(self, key_id: str) -> ApiKey:
+        """:raises NotFound: no such key"""
+
+    @abstractmethod
+    async def by_hash(self, key_hash: str) -> ApiKey | None:
+        """The key with this hash (revoked or not), or None."""
+
+    @abstractmethod
+    async def for_owner(self, owner_id: str) -> list[ApiKey]:
+        """An owner's keys, oldest first."""
+
+    @abstractmethod
+    async def revoke(self, key_id: str) -> ApiKey:
+        """Revoke (idempotent).  :raises NotFound: no such key"""
+
+
+class SecretRepository(ABC):
+    """Encrypted secrets, by (owner, name). Only ciphertext goes in or out."""
+
+    @abstractmethod
+    async def put(self, owner_id: str, name: str, ciphertext: bytes) -> SecretRecord:
+        """:raises Conflict: the owner already has a secret ``name`` (use :meth:`rotate`)"""
+
+    @abstractmethod
+    async def get(self, owner_id: str, name: str) -> SecretRecord:
+        """:raises NotFound: no such secret"""
+
+    @abstractmethod
+    async def rotate(
+        self, owner_id: str, name: str, ciphertext: bytes, *, expected_version: int | None = None
+    ) -> SecretRecord:
+        """Replace the ciphertext; version + 1.
+
+        :raises NotFound: no such secret  :raises Conflict: ``expected_version`` does not hold
+        """
+
+    @abstractmethod
+    async def delete(self, owner_id: str, name: str) -> None:
+        """:raises NotFound: no such secret"""
+
+    @abstractmethod
+    async def names(self, owner_id: str) -> list[str]:
+        """The names of an owner's secrets, sorted."""
+
+
+class DeadLetterRepository(ABC):
+    """Things that failed for good (a compensation that failed, an undeliverable message)."""
+
+    @abstractmethod
+    async def add(self, new: NewDeadLetter) -> DeadLetter:
+        """Record a dead letter."""
+
+    @abstractmethod
+    async def get(self, letter_id: str) -> DeadLetter:
+        """:raises NotFound: no such dead letter"""
+
+    @abstractmethod
+    async def query(self, *, source: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Dead letters, oldest first."""
+
+    @abstractmethod
+    async def delete(self, letter_id: str) -> None:
+        """:raises NotFound: no such dead letter"""
+
+
+class PartitionLeaseRepository(ABC):
+    """Who ticks which partition of the automations. Speed only (invariant 9): losing a lease
+    makes work slower, never wrong, because every fire still goes through the cursor CAS."""
+
+    @abstractmethod
+    async def acquire(self, owner: str, partitions: Sequence[int], ttl_s: float) -> list[int]:
+        """Take each partition that is free, expired (database clock) or already ours; returns those held."""
+
+    @abstractmethod
+    async def renew(self, owner: str, partitions: Sequence[int], ttl_s: float) -> list[int]:
+        """Extend the leases ``owner`` still holds; returns the partitions renewed."""
+
+    @abstractmethod
+    async def release(self, owner: str, partitions: Sequence[int]) -> int:
+        """Give up leases; returns how many were released."""
+
+    @abstractmethod
+    async def all(self) -> list[PartitionLease]:
+        """Every lease row (expired ones too), by partition."""
+
+
+class Transaction(ABC):
+    """One unit of work: everything done through it commits together or not at all."""
+
+    automations: AutomationRepository
+    runs: RunRepository
+    outbox: OutboxRepository
+    audit: AuditRepository
+    ontology: OntologyRepository
+    principals: PrincipalRepository
+    api_keys: ApiKeyRepository
+    secrets: SecretRepository
+    dead_letters: DeadLetterRepository
+    partitions: PartitionLeaseRepository
+
+    @abstractmethod
+    async def now(self) -> datetime:
+        """The clock that decides correctness: ``now()`` on PostgreSQL, the store's Clock on SQLite."""
+
+
+class Store(ABC):
+    """A database holding actwheel's truth. Lifecycle: :meth:`start` → use → :meth:`stop`."""
+
+    #: ``"sqlite"`` or ``"postgres"``
+    dialect: Dialect
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connect and apply pending migrations. Idempotent.
+
+        :raises StorageUnavailable: the database cannot be reached
+        """
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Close every connection (bounded). Idempotent; a stopped store cannot be used again."""
+
+    @abstractmethod
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations (safe when several processes do it at once).
+
+        :returns: the names of the migrations this call applied (empty when up to date)
+        """
+
+    @abstractmethod
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """``async with store.transaction() as tx:`` commits on normal exit, rolls back on exception.
+
+        :raises StorageUnavailable: no connection within the acquire timeout
+        """
+
+    @abstractmethod
+    async def wait_for_outbox(self, timeout: float) -> bool:  # noqa: ASYNC109 (the port's name)
+        """Wait until a transaction that appended to the outbox commits, at most ``timeout`` seconds.
+
+        True when woken by such a commit, False on timeout (callers poll either way).
+        """

@@ -1,0 +1,307 @@
+"""The PostgreSQL adapter (asyncpg): the store for running several instances.
+
+An asyncpg pool; every acquire and every statement has a timeout; driver errors are
+translated here and nowhere else. A connection the server dropped is detected by the pool
+and replaced on the next acquire, so the pool never empties. Correctness times are the
+database's ``now()``. The relay is woken by LISTEN/NOTIFY on a channel per schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
+from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
+from actwheel.storage.base import Store, Transaction
+
+__all__ = ["PostgresStore"]
+
+_INTEGRITY_KINDS: tuple[tuple[type[Exception], str], ...] = (
+    (asyncpg.UniqueViolationError, "unique"),
+    (asyncpg.ForeignKeyViolationError, "foreign_key"),
+    (asyncpg.CheckViolationError, "check"),
+    (asyncpg.NotNullViolationError, "not_null"),
+)
+_TRANSIENT = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
+_UNREACHABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.AdminShutdownError,
+    ConnectionError,
+    OSError,
+)
+
+
+def _redacted(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+
+
+def _translate(exc: BaseException) -> Exception | None:
+    """Our error for a driver error, or None when ``exc`` is not the driver's."""
+    for kind_type, kind in _INTEGRITY_KINDS:
+        if isinstance(exc, kind_type):
+            constraint = getattr(exc, "constraint_name", None) or "?"
+            return IntegrityViolation(kind, constraint, str(exc))
+    if isinstance(exc, _TRANSIENT):
+        return StorageUnavailable(f"transient conflict, retry the transaction: {exc}")
+    if isinstance(exc, TimeoutError | asyncpg.QueryCanceledError):
+        return StorageUnavailable(f"postgres timed out: {exc or type(exc).__name__}")
+    if isinstance(exc, _UNREACHABLE):
+        return StorageUnavailable(f"postgres unreachable: {type(exc).__name__}: {exc}")
+    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
+        return StorageError(f"postgres: {type(exc).__name__}: {exc}")
+    return None
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, OSError) as exc:
+        ours = _translate(exc)
+        if ours is None:
+            raise
+        raise ours from exc
+
+
+class _PgExecutor(Executor):
+    def __init__(self, conn: asyncpg.Connection, queries: Mapping[str, Query], timeout: float) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._timeout = timeout
+        self.outbox_touched = False
+
+    def _args(self, query: Query, params: Mapping[str, Any] | None) -> list[Any]:
+        given = params or {}
+        return [given[name] for name in query.params]
+
+    async def fetch(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        query = self._queries[name]
+        with _mapped():
+            rows: list[Row] = await self._conn.fetch(query.sql, *self._args(query, params), timeout=self._timeout)
+        return rows
+
+    async def fetch_rows(
+        self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        if not rows:
+            return []
+        return await self.fetch(name, {**_columns(rows), **(params or {})})
+
+    async def execute_rows(
+        self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
+    ) -> None:
+        if not rows:
+            return
+        query = self._queries[name]
+        with _mapped():
+            await self._conn.execute(
+                query.sql, *self._args(query, {**_columns(rows), **(params or {})}), timeout=self._timeout
+            )
+
+    async def execute_script(self, sql: str) -> None:
+        with _mapped():
+            await self._conn.execute(sql, timeout=self._timeout)
+
+    async def now(self) -> datetime:
+        row = await self.fetchrow("db_now")
+        assert row is not None
+        value: datetime = row["now"]
+        return value
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Rows → one array per column (what ``unnest`` takes)."""
+    return {key: [row[key] for row in rows] for key in rows[0]}
+
+
+def _channel(schema: str) -> str:
+    digest = hashlib.blake2b(schema.encode(), digest_size=6).hexdigest()
+    return f"actwheel_outbox_{digest}"
+
+
+class PostgresStore(Store):
+    """A store in a PostgreSQL database (the schema is the URL's ``search_path``, else ``public``).
+
+    :param dsn: ``postgresql://user:password@host:port/db[?search_path=schema]``
+    :param acquire_timeout_s: at most this long to get a pooled connection
+    :param statement_timeout_s: at most this long for any one statement
+    :param partitions: N in ``partition = hash(id) mod N`` for new automations
+    """
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        acquire_timeout_s: float = 10.0,
+        statement_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        partitions: int = 64,
+    ) -> None:
+        self._dsn = dsn
+        self._min_size = min_size
+        self._max_size = max_size
+        self._acquire_timeout = acquire_timeout_s
+        self._statement_timeout = statement_timeout_s
+        self._connect_timeout = connect_timeout_s
+        self._partitions = partitions
+        self._queries = load_queries("postgres")
+        self._pool: asyncpg.Pool | None = None
+        self._channel = ""
+        self._listener: asyncpg.Connection | None = None
+        self._outbox_signal = asyncio.Event()
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redacted(self._dsn)!r})"
+
+    async def start(self) -> None:
+        if self._pool is not None:
+            return
+        if self._stopped:
+            raise StorageUnavailable("this PostgresStore was stopped; open a new one")
+        try:
+            self._pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                timeout=self._connect_timeout,
+                command_timeout=self._statement_timeout,
+                statement_cache_size=256,
+            )
+        except Exception as exc:
+            raise StorageUnavailable(f"cannot connect to {_redacted(self._dsn)}: {exc}") from exc
+        async with self._connection() as conn:
+            schema = await _PgExecutor(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
+        assert schema is not None
+        self._channel = _channel(str(schema["schema"]))
+        await self.migrate()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        pool, self._pool = self._pool, None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await asyncio.shield(_close_quietly(listener, self._connect_timeout))
+        if pool is not None:
+            try:
+                await asyncio.shield(asyncio.wait_for(pool.close(), self._connect_timeout))
+            except (TimeoutError, asyncpg.InterfaceError, OSError):
+                pool.terminate()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        if self._pool is None:
+            raise StorageUnavailable("the PostgresStore is not started")
+        pool = self._pool
+        with _mapped():
+            conn = await pool.acquire(timeout=self._acquire_timeout)
+        try:
+            yield conn
+        finally:
+            await asyncio.shield(self._release(pool, conn))
+
+    async def _release(self, pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+        try:
+            await pool.release(conn, timeout=self._acquire_timeout)
+        except Exception:  # a broken connection: drop it, the pool opens a fresh one on demand
+            conn.terminate()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_PgExecutor]:
+        async with self._connection() as conn:
+            tr = conn.transaction()
+            with _mapped():
+                await tr.start()
+            x = _PgExecutor(conn, self._queries, self._statement_timeout)
+            try:
+                yield x
+                if x.outbox_touched:
+                    await x.fetch("notify_outbox", {"channel": self._channel})
+                with _mapped():
+                    await tr.commit()
+            except BaseException:
+                await asyncio.shield(_rollback_quietly(tr, conn))
+                raise
+
+    async def migrate(self) -> list[str]:
+        applied: list[str] = []
+        async with self._transaction() as x:
+            # The lock first: two processes must not both create the version table.
+            await x.fetch("migration_lock")
+            await x.fetch("create_migrations_table")
+            done = {row["version"] for row in await x.fetch("applied_migrations")}
+            for migration in load_migrations("postgres"):
+                if migration.version in done:
+                    continue
+                for statement in split_statements(migration.sql):
+                    await x.execute_script(statement)
+                await x.fetch("record_migration", {"version": migration.version, "name": migration.name})
+                applied.append(migration.name)
+        return applied
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self._transaction() as x:
+            tx = SqlTransaction(x, partitions=self._partitions)
+            yield tx
+        if tx.outbox_touched:
+            self._outbox_signal.set()  # this process's relay need not wait for the round trip
+
+    async def wait_for_outbox(self, timeout: float) -> bool:  # noqa: ASYNC109
+        await self._ensure_listener()
+        try:
+            await asyncio.wait_for(self._outbox_signal.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._outbox_signal.clear()
+        return True
+
+    async def _ensure_listener(self) -> None:
+        """LISTEN on a connection of its own; when it cannot be had, waiting degrades to polling."""
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        if self._pool is None:
+            raise StorageUnavailable("the PostgresStore is not started")
+        try:
+            conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout)
+            await conn.add_listener(self._channel, self._on_notify)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._listener = None
+            return
+        self._listener = conn
+
+    def _on_notify(self, *_args: Any) -> None:
+        self._outbox_signal.set()
+
+
+async def _rollback_quietly(tr: Any, conn: asyncpg.Connection) -> None:
+    try:
+        await tr.rollback()
+    except Exception:  # the connection broke mid-transaction: the server rolls back; drop it
+        conn.terminate()
+
+
+async def _close_quietly(conn: asyncpg.Connection, timeout_s: float) -> None:
+    try:
+        await conn.close(timeout=timeout_s)
+    except Exception:
+        conn.terminate()

@@ -1,0 +1,453 @@
+"""The records the storage port reads and writes: frozen, keyword-only dataclasses and enums.
+
+Every ``datetime`` here is timezone-aware UTC. JSON-valued fields (``trigger``,
+``action_config``, ``policy``, ``labels``, ``context``, ...) are plain dicts as
+``orjson`` would decode them. Records that carry secrets (:class:`ApiKey`,
+:class:`SecretRecord`) keep them out of their ``repr``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "TERMINAL_RUN_STATUSES",
+    "ApiKey",
+    "AuditEntry",
+    "Automation",
+    "AutomationChanges",
+    "AutomationStatus",
+    "CursorAdvance",
+    "DeadLetter",
+    "Deleted",
+    "InsertedRun",
+    "NewApiKey",
+    "NewAuditEntry",
+    "NewAutomation",
+    "NewDeadLetter",
+    "NewOutboxMessage",
+    "NewRun",
+    "ObjectType",
+    "OntologyObject",
+    "Origin",
+    "OutboxMessage",
+    "PartitionLease",
+    "Principal",
+    "PrincipalStatus",
+    "Relation",
+    "Run",
+    "RunOutcome",
+    "RunStatus",
+    "SecretRecord",
+]
+
+
+class RunStatus(StrEnum):
+    """Where a run is in its life. PENDING → RUNNING → a result; see DESIGN.md."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RETRY_WAIT = "RETRY_WAIT"
+    UNKNOWN = "UNKNOWN"
+    SKIPPED = "SKIPPED"
+    CANCELED = "CANCELED"
+    COMPENSATING = "COMPENSATING"
+    ROLLED_BACK = "ROLLED_BACK"
+    DEAD = "DEAD"
+
+
+#: Statuses after which a run never changes again.
+TERMINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.UNKNOWN,
+        RunStatus.SKIPPED,
+        RunStatus.CANCELED,
+        RunStatus.ROLLED_BACK,
+        RunStatus.DEAD,
+    }
+)
+
+#: Statuses of a run that is "still going" for the overlap policy.
+ACTIVE_RUN_STATUSES: frozenset[RunStatus] = frozenset(
+    {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRY_WAIT, RunStatus.COMPENSATING}
+)
+
+
+class AutomationStatus(StrEnum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+
+
+class Origin(StrEnum):
+    """Why a run exists."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    EVENT = "event"
+    REQUEST = "request"
+    RETRY = "retry"
+
+
+class PrincipalStatus(StrEnum):
+    ACTIVE = "ACTIVE"
+    BANNED = "BANNED"
+
+
+# --- automations --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Automation:
+    """Trigger + action + policy, owned by a user.
+
+    ``version`` counts edits (update, set_enabled); advancing the cursor leaves it alone.
+    ``partition`` is ``hash(id) mod N``, fixed at create.
+    """
+
+    id: str
+    owner_id: str
+    name: str
+    trigger: dict[str, Any]
+    action_type: str
+    action_config: dict[str, Any]
+    policy: dict[str, Any]
+    labels: dict[str, Any]
+    enabled: bool
+    status: AutomationStatus
+    durable: bool
+    next_run_at: datetime | None
+    end_at: datetime | None
+    version: int
+    partition: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def session_id(self) -> str | None:
+        value = self.labels.get("session_id")
+        return None if value is None else str(value)
+
+    @property
+    def agent_id(self) -> str | None:
+        value = self.labels.get("agent_id")
+        return None if value is None else str(value)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewAutomation:
+    """What :meth:`AutomationRepository.create` needs; the store adds version, partition, times."""
+
+    owner_id: str
+    name: str
+    trigger: dict[str, Any]
+    action_type: str
+    action_config: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+    status: AutomationStatus = AutomationStatus.ACTIVE
+    durable: bool = True
+    next_run_at: datetime | None = None
+    end_at: datetime | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AutomationChanges:
+    """Fields to change in :meth:`AutomationRepository.update`; ``None`` means "leave as is".
+
+    ``clear_next_run_at`` / ``clear_end_at`` set those to NULL (``None`` cannot say it).
+    """
+
+    name: str | None = None
+    trigger: dict[str, Any] | None = None
+    action_type: str | None = None
+    action_config: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    labels: dict[str, Any] | None = None
+    status: AutomationStatus | None = None
+    next_run_at: datetime | None = None
+    clear_next_run_at: bool = False
+    end_at: datetime | None = None
+    clear_end_at: bool = False
+    owner_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CursorAdvance:
+    """One compare-and-set of a trigger cursor: move ``expected`` → ``new`` if nothing changed.
+
+    ``new_next_run_at=None`` means the trigger is exhausted: the automation becomes COMPLETED.
+    """
+
+    automation_id: str
+    version: int
+    expected_next_run_at: datetime | None
+    new_next_run_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Deleted:
+    """What a (cascading) delete removed: automations, and the PENDING runs it canceled."""
+
+    automation_ids: tuple[str, ...]
+    canceled_run_ids: tuple[str, ...]
+
+
+# --- runs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Run:
+    """One execution, with snapshots of the action and policy taken when it was created."""
+
+    id: str
+    automation_id: str | None
+    dedupe_key: str
+    scheduled_for: datetime | None
+    origin: Origin
+    status: RunStatus
+    reason: str | None
+    attempt: int
+    not_before: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_epoch: int
+    action_type: str
+    action_config: dict[str, Any]
+    policy: dict[str, Any]
+    owner_id: str
+    context: dict[str, Any]
+    result: Any
+    error: Any
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewRun:
+    """A run to insert. ``automation_id=None`` for ad hoc requests (unique per owner + key).
+
+    ``status`` may be PENDING (default), RETRY_WAIT (with ``not_before``) or SKIPPED /
+    CANCELED (recorded with a ``reason``, e.g. ``overlap``, ``owner_inactive``).
+    """
+
+    automation_id: str | None
+    dedupe_key: str
+    owner_id: str
+    action_type: str
+    action_config: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    origin: Origin = Origin.SCHEDULE
+    scheduled_for: datetime | None = None
+    status: RunStatus = RunStatus.PENDING
+    reason: str | None = None
+    not_before: datetime | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InsertedRun:
+    """The run for a key, and whether this call created it (False: it already existed)."""
+
+    run: Run
+    created: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOutcome:
+    """The lease holder's verdict on a run, applied by ``finish`` only if owner and epoch hold.
+
+    ``status=COMPENSATING`` keeps the lease (the run is still going); ``RETRY_WAIT`` needs
+    ``not_before``; every other status ends the run and drops the lease.
+    """
+
+    run_id: str
+    owner: str
+    epoch: int
+    status: RunStatus
+    reason: str | None = None
+    result: Any = None
+    error: Any = None
+    not_before: datetime | None = None
+
+
+# --- outbox and audit ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewOutboxMessage:
+    exchange: str
+    routing_key: str
+    body: bytes
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutboxMessage:
+    """A message waiting for (or done with) the relay; ``id`` grows with insertion order."""
+
+    id: int
+    exchange: str
+    routing_key: str
+    body: bytes = field(repr=False)
+    headers: dict[str, Any]
+    created_at: datetime
+    published_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewAuditEntry:
+    """One audit event; ``event_id`` makes appending idempotent."""
+
+    event_id: str
+    phase: str
+    actor: str
+    run_id: str | None = None
+    automation_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    occurred_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEntry:
+    seq: int
+    event_id: str
+    phase: str
+    actor: str
+    run_id: str | None
+    automation_id: str | None
+    details: dict[str, Any]
+    occurred_at: datetime
+
+
+# --- ontology -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ObjectType:
+    """A named object type; ``properties``/``required`` are JSON Schema fragments (not checked here)."""
+
+    name: str
+    properties: dict[str, Any]
+    required: tuple[str, ...]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OntologyObject:
+    id: str
+    object_type: str
+    properties: dict[str, Any]
+    version: int
+    deleted: bool
+    created_by: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Relation:
+    id: str
+    relation_type: str
+    source: str
+    target: str
+    properties: dict[str, Any]
+    created_by: str | None
+    created_at: datetime
+
+
+# --- security -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    id: str
+    display_name: str
+    status: PrincipalStatus
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewApiKey:
+    """``key_hash`` is a hash of the secret (hashing is the caller's job); never the secret."""
+
+    owner_id: str
+    key_hash: str = field(repr=False)
+    scopes: tuple[str, ...] = ()
+    name: str = ""
+    id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiKey:
+    id: str
+    owner_id: str
+    key_hash: str = field(repr=False)
+    scopes: tuple[str, ...]
+    name: str
+    revoked: bool
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SecretRecord:
+    """A stored secret: ciphertext only (encryption is the caller's job), never in a repr."""
+
+    id: str
+    owner_id: str
+    name: str
+    ciphertext: bytes = field(repr=False)
+    version: int
+    created_at: datetime
+    rotated_at: datetime | None
+
+
+# --- operations ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewDeadLetter:
+    source: str
+    reason: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    ref_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeadLetter:
+    """Something that failed for good: what (``source``, ``ref_id``), why, and its payload."""
+
+    id: str
+    source: str
+    ref_id: str | None
+    reason: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionLease:
+    """Who ticks a partition of the automations until when (speed only; invariant 9)."""
+
+    partition: int
+    owner: str
+    expires_at: datetime
+    epoch: int

@@ -1,0 +1,458 @@
+-- Named queries, PostgreSQL. Parameters are :name (compiled to $n once at load).
+-- Batched queries take one array per column (unnest); "now" is always the database's now().
+
+-- ---------------------------------------------------------------- migrations
+-- name: migration_lock
+SELECT pg_advisory_xact_lock(hashtext('actwheel.migrate:' || current_schema()));
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name) VALUES (:version, :name);
+
+-- name: db_now
+SELECT now() AS now;
+
+-- name: current_schema
+SELECT current_schema() AS schema;
+
+-- ---------------------------------------------------------------- automations
+-- name: insert_automation
+INSERT INTO automations (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, enabled, status, durable, next_run_at, end_at, version, "partition")
+VALUES (:id, :owner_id, :name, :labels::jsonb, :session_id, :agent_id, :trigger::jsonb, :action_type,
+    :action_config::jsonb, :policy::jsonb, :enabled, :status, :durable, :next_run_at, :end_at, 1, :partition)
+RETURNING *;
+
+-- name: get_automation
+SELECT * FROM automations WHERE id = :id;
+
+-- name: query_automations
+SELECT * FROM automations
+WHERE (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:session_id::text IS NULL OR session_id = :session_id)
+  AND (:agent_id::text IS NULL OR agent_id = :agent_id)
+  AND (:status::text IS NULL OR status = :status)
+  AND (:enabled::boolean IS NULL OR enabled = :enabled)
+  AND (:due_before::timestamptz IS NULL OR next_run_at <= :due_before)
+  AND (:partitions::int[] IS NULL OR "partition" = ANY(:partitions))
+  AND (:after_id::text IS NULL OR id > :after_id)
+ORDER BY id
+LIMIT :limit;
+
+-- name: due_automations
+SELECT * FROM automations
+WHERE enabled AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at <= :before
+ORDER BY next_run_at
+LIMIT :limit;
+
+-- name: due_automations_in_partitions
+SELECT * FROM automations
+WHERE enabled AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at <= :before
+  AND "partition" = ANY(:partitions::int[])
+ORDER BY next_run_at
+LIMIT :limit;
+
+-- name: update_automation
+UPDATE automations SET
+    name = coalesce(:name, name),
+    "trigger" = coalesce(:trigger::jsonb, "trigger"),
+    action_type = coalesce(:action_type, action_type),
+    action_config = coalesce(:action_config::jsonb, action_config),
+    policy = coalesce(:policy::jsonb, policy),
+    labels = coalesce(:labels::jsonb, labels),
+    session_id = CASE WHEN :labels::jsonb IS NULL THEN session_id ELSE :session_id::text END,
+    agent_id = CASE WHEN :labels::jsonb IS NULL THEN agent_id ELSE :agent_id::text END,
+    status = coalesce(:status, status),
+    owner_id = coalesce(:owner_id, owner_id),
+    next_run_at = CASE WHEN :clear_next_run_at::boolean THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
+    end_at = CASE WHEN :clear_end_at::boolean THEN NULL ELSE coalesce(:end_at, end_at) END,
+    version = version + 1,
+    updated_at = now()
+WHERE id = :id AND version = :expected_version
+RETURNING *;
+
+-- name: set_automation_enabled
+UPDATE automations SET enabled = :enabled, version = version + 1, updated_at = now()
+WHERE id = :id AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: cancel_waiting_runs_of
+UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = now(), finished_at = now()
+WHERE automation_id = ANY(:automation_ids::text[]) AND status IN ('PENDING', 'RETRY_WAIT')
+RETURNING id;
+
+-- name: delete_automation
+DELETE FROM automations WHERE id = :id RETURNING id;
+
+-- name: delete_automations_by_session
+DELETE FROM automations WHERE session_id = :key RETURNING id;
+
+-- name: delete_automations_by_agent
+DELETE FROM automations WHERE agent_id = :key RETURNING id;
+
+-- name: delete_automations_by_owner
+DELETE FROM automations WHERE owner_id = :key RETURNING id;
+
+-- name: advance_cursor
+UPDATE automations SET
+    next_run_at = :new_next_run_at::timestamptz,
+    status = CASE WHEN :new_next_run_at::timestamptz IS NULL THEN 'COMPLETED' ELSE status END,
+    updated_at = now()
+WHERE id = :id AND version = :version AND next_run_at IS NOT DISTINCT FROM :expected_next_run_at::timestamptz
+RETURNING id;
+
+-- name: advance_cursors
+UPDATE automations AS a SET
+    next_run_at = c.new_next,
+    status = CASE WHEN c.new_next IS NULL THEN 'COMPLETED' ELSE a.status END,
+    updated_at = now()
+FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::timestamptz[],
+            :new_next_run_at::timestamptz[]) AS c (id, version, expected, new_next)
+WHERE a.id = c.id AND a.version = c.version AND a.next_run_at IS NOT DISTINCT FROM c.expected
+RETURNING a.id;
+
+-- ---------------------------------------------------------------- runs
+-- name: insert_runs
+INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
+    action_type, action_config, policy, owner_id, context, finished_at)
+SELECT n.id, n.automation_id, n.dedupe_key, n.scheduled_for, n.origin, n.status, n.reason, n.not_before,
+    n.action_type, n.action_config::jsonb, n.policy::jsonb, n.owner_id, n.context::jsonb,
+    CASE WHEN n.status IN ('SKIPPED', 'CANCELED') THEN now() END
+FROM unnest(:id::text[], :automation_id::text[], :dedupe_key::text[], :scheduled_for::timestamptz[],
+            :origin::text[], :status::text[], :reason::text[], :not_before::timestamptz[], :action_type::text[],
+            :action_config::text[], :policy::text[], :owner_id::text[], :context::text[])
+     WITH ORDINALITY AS n (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
+                          action_type, action_config, policy, owner_id, context, ord)
+ORDER BY n.ord
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: runs_by_keys
+SELECT r.* FROM runs AS r
+JOIN unnest(:automation_id::text[], :dedupe_key::text[]) AS k (automation_id, dedupe_key)
+  ON r.automation_id = k.automation_id AND r.dedupe_key = k.dedupe_key;
+
+-- name: adhoc_runs_by_keys
+SELECT r.* FROM runs AS r
+JOIN unnest(:owner_id::text[], :dedupe_key::text[]) AS k (owner_id, dedupe_key)
+  ON r.owner_id = k.owner_id AND r.dedupe_key = k.dedupe_key
+WHERE r.automation_id IS NULL;
+
+-- name: get_run
+SELECT * FROM runs WHERE id = :id;
+
+-- name: query_runs
+SELECT * FROM runs
+WHERE (:automation_id::text IS NULL OR automation_id = :automation_id)
+  AND (:statuses::text[] IS NULL OR status = ANY(:statuses))
+  AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
+  AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: claim_run
+UPDATE runs SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = now() + make_interval(secs => :lease_s::float8),
+    lease_epoch = lease_epoch + 1, attempt = attempt + 1,
+    started_at = coalesce(started_at, now()), updated_at = now()
+WHERE id = :id AND status = 'PENDING' AND (not_before IS NULL OR not_before <= now())
+RETURNING *;
+
+-- name: claim_runs
+WITH c AS (
+    SELECT id FROM runs
+    WHERE id = ANY(:ids::text[]) AND status = 'PENDING' AND (not_before IS NULL OR not_before <= now())
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs AS r SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = now() + make_interval(secs => :lease_s::float8),
+    lease_epoch = r.lease_epoch + 1, attempt = r.attempt + 1,
+    started_at = coalesce(r.started_at, now()), updated_at = now()
+FROM c WHERE r.id = c.id
+RETURNING r.*;
+
+-- name: claim_next_runs
+WITH c AS (
+    SELECT id FROM runs
+    WHERE status = 'PENDING' AND (not_before IS NULL OR not_before <= now())
+    ORDER BY updated_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs AS r SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = now() + make_interval(secs => :lease_s::float8),
+    lease_epoch = r.lease_epoch + 1, attempt = r.attempt + 1,
+    started_at = coalesce(r.started_at, now()), updated_at = now()
+FROM c WHERE r.id = c.id
+RETURNING r.*;
+
+-- name: renew_lease
+UPDATE runs SET lease_expires_at = now() + make_interval(secs => :lease_s::float8), updated_at = now()
+WHERE id = :id AND lease_owner = :owner AND lease_epoch = :epoch AND status IN ('RUNNING', 'COMPENSATING')
+RETURNING id;
+
+-- name: finish_runs
+UPDATE runs AS r SET
+    status = f.status, reason = f.reason, result = f.result::jsonb, error = f.error::jsonb,
+    not_before = f.not_before,
+    lease_owner = CASE WHEN f.status = 'COMPENSATING' THEN r.lease_owner END,
+    lease_expires_at = CASE WHEN f.status = 'COMPENSATING' THEN r.lease_expires_at END,
+    finished_at = CASE WHEN f.status IN ('COMPENSATING', 'RETRY_WAIT', 'PENDING') THEN NULL ELSE now() END,
+    updated_at = now()
+FROM unnest(:run_id::text[], :owner::text[], :epoch::bigint[], :status::text[], :reason::text[],
+            :result::text[], :error::text[], :not_before::timestamptz[])
+     AS f (id, owner, epoch, status, reason, result, error, not_before)
+WHERE r.id = f.id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
+  AND r.status IN ('RUNNING', 'COMPENSATING')
+RETURNING r.id;
+
+-- name: expired_leases
+SELECT * FROM runs
+WHERE status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: recover_expired
+UPDATE runs SET
+    status = :status::text, reason = :reason, not_before = :not_before,
+    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1,
+    finished_at = CASE WHEN :status::text IN ('PENDING', 'RETRY_WAIT') THEN NULL ELSE now() END,
+    updated_at = now()
+WHERE id = :id AND lease_epoch = :epoch AND status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < now()
+RETURNING *;
+
+-- name: stale_pending
+SELECT * FROM runs
+WHERE status = 'PENDING'
+  AND updated_at <= now() - make_interval(secs => :older_than_s::float8)
+  AND (not_before IS NULL OR not_before <= now() - make_interval(secs => :older_than_s::float8))
+ORDER BY updated_at
+LIMIT :limit;
+
+-- name: promote_due_retries
+WITH c AS (
+    SELECT id FROM runs
+    WHERE status = 'RETRY_WAIT' AND not_before <= now()
+    ORDER BY not_before
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs AS r SET status = 'PENDING', updated_at = now()
+FROM c WHERE r.id = c.id
+RETURNING r.*;
+
+-- name: cancel_run
+UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = now(), finished_at = now()
+WHERE id = :id AND status IN ('PENDING', 'RETRY_WAIT')
+RETURNING id;
+
+-- name: active_automation_ids
+SELECT DISTINCT automation_id FROM runs
+WHERE automation_id = ANY(:ids::text[]) AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
+
+-- ---------------------------------------------------------------- outbox
+-- name: append_outbox
+INSERT INTO outbox (exchange, routing_key, body, headers)
+SELECT m.exchange, m.routing_key, m.body, m.headers::jsonb
+FROM unnest(:exchange::text[], :routing_key::text[], :body::bytea[], :headers::text[])
+     WITH ORDINALITY AS m (exchange, routing_key, body, headers, ord)
+ORDER BY m.ord;
+
+-- name: notify_outbox
+SELECT pg_notify(:channel, '');
+
+-- name: take_outbox
+SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
+
+-- name: mark_published
+UPDATE outbox SET published_at = now() WHERE id = ANY(:ids::bigint[]) AND published_at IS NULL RETURNING id;
+
+-- name: purge_published
+DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- audit
+-- name: append_audit
+INSERT INTO audit (event_id, run_id, automation_id, phase, actor, details, occurred_at)
+SELECT e.event_id, e.run_id, e.automation_id, e.phase, e.actor, e.details::jsonb, coalesce(e.occurred_at, now())
+FROM unnest(:event_id::text[], :run_id::text[], :automation_id::text[], :phase::text[], :actor::text[],
+            :details::text[], :occurred_at::timestamptz[])
+     WITH ORDINALITY AS e (event_id, run_id, automation_id, phase, actor, details, occurred_at, ord)
+ORDER BY e.ord
+ON CONFLICT (event_id) DO NOTHING
+RETURNING seq;
+
+-- name: audit_trail
+SELECT * FROM audit WHERE run_id = :run_id ORDER BY seq;
+
+-- name: audit_for_automation
+SELECT * FROM (SELECT * FROM audit WHERE automation_id = :automation_id ORDER BY seq DESC LIMIT :limit) AS t
+ORDER BY seq;
+
+-- ---------------------------------------------------------------- ontology
+-- name: insert_type
+INSERT INTO object_types (name, properties, required) VALUES (:name, :properties::jsonb, :required::jsonb)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: update_type
+UPDATE object_types SET properties = :properties::jsonb, required = :required::jsonb,
+    version = version + 1, updated_at = now()
+WHERE name = :name AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: get_type
+SELECT * FROM object_types WHERE name = :name;
+
+-- name: list_types
+SELECT * FROM object_types ORDER BY name;
+
+-- name: delete_type
+DELETE FROM object_types WHERE name = :name RETURNING name;
+
+-- name: insert_object
+INSERT INTO objects (id, object_type, properties, created_by)
+VALUES (:id, :object_type, :properties::jsonb, :created_by)
+RETURNING *;
+
+-- name: get_object
+SELECT * FROM objects WHERE id = :id;
+
+-- name: list_objects
+SELECT * FROM objects
+WHERE object_type = :object_type AND (:include_deleted::boolean OR NOT deleted)
+ORDER BY created_at, id
+LIMIT :limit;
+
+-- name: update_object
+UPDATE objects SET properties = :properties::jsonb, version = version + 1, updated_at = now()
+WHERE id = :id AND NOT deleted AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: soft_delete_object
+UPDATE objects SET deleted = true, version = version + 1, updated_at = now()
+WHERE id = :id AND NOT deleted AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: hard_delete_object
+DELETE FROM objects
+WHERE id = :id AND NOT deleted AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: restore_object
+INSERT INTO objects (id, object_type, properties, version, deleted, created_by, created_at)
+VALUES (:id, :object_type, :properties::jsonb, :version, :deleted, :created_by, :created_at)
+ON CONFLICT (id) DO UPDATE SET
+    properties = EXCLUDED.properties, deleted = EXCLUDED.deleted,
+    version = objects.version + 1, updated_at = now()
+RETURNING *;
+
+-- name: insert_relation
+INSERT INTO relations (id, relation_type, source_id, target_id, properties, created_by)
+VALUES (:id, :relation_type, :source_id, :target_id, :properties::jsonb, :created_by)
+RETURNING *;
+
+-- name: get_relation
+SELECT * FROM relations WHERE id = :id;
+
+-- name: relations_of
+SELECT * FROM relations WHERE source_id = :object_id OR target_id = :object_id ORDER BY created_at, id;
+
+-- name: delete_relation
+DELETE FROM relations WHERE id = :id RETURNING *;
+
+-- ---------------------------------------------------------------- principals, keys, secrets
+-- name: insert_principal
+INSERT INTO principals (id, display_name, status) VALUES (:id, :display_name, :status) RETURNING *;
+
+-- name: get_principal
+SELECT * FROM principals WHERE id = :id;
+
+-- name: set_principal_status
+UPDATE principals SET status = :status, version = version + 1, updated_at = now()
+WHERE id = :id AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: query_principals
+SELECT * FROM principals WHERE (:status::text IS NULL OR status = :status) ORDER BY id LIMIT :limit;
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, owner_id, key_hash, scopes, name) VALUES (:id, :owner_id, :key_hash, :scopes::jsonb, :name)
+RETURNING *;
+
+-- name: get_api_key
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: api_key_by_hash
+SELECT * FROM api_keys WHERE key_hash = :key_hash;
+
+-- name: api_keys_for_owner
+SELECT * FROM api_keys WHERE owner_id = :owner_id ORDER BY created_at, id;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked = true, revoked_at = coalesce(revoked_at, now()) WHERE id = :id RETURNING *;
+
+-- name: insert_secret
+INSERT INTO secrets (id, owner_id, name, ciphertext) VALUES (:id, :owner_id, :name, :ciphertext) RETURNING *;
+
+-- name: get_secret
+SELECT * FROM secrets WHERE owner_id = :owner_id AND name = :name;
+
+-- name: rotate_secret
+UPDATE secrets SET ciphertext = :ciphertext, version = version + 1, rotated_at = now()
+WHERE owner_id = :owner_id AND name = :name AND (:expected_version::bigint IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: delete_secret
+DELETE FROM secrets WHERE owner_id = :owner_id AND name = :name RETURNING id;
+
+-- name: secret_names
+SELECT name FROM secrets WHERE owner_id = :owner_id ORDER BY name;
+
+-- ---------------------------------------------------------------- dead letters
+-- name: insert_dead_letter
+INSERT INTO dead_letters (id, source, ref_id, reason, payload) VALUES (:id, :source, :ref_id, :reason, :payload::jsonb)
+RETURNING *;
+
+-- name: get_dead_letter
+SELECT * FROM dead_letters WHERE id = :id;
+
+-- name: query_dead_letters
+SELECT * FROM dead_letters WHERE (:source::text IS NULL OR source = :source) ORDER BY created_at, id LIMIT :limit;
+
+-- name: delete_dead_letter
+DELETE FROM dead_letters WHERE id = :id RETURNING id;
+
+-- ---------------------------------------------------------------- partition leases
+-- name: acquire_partitions
+INSERT INTO partition_leases ("partition", owner, expires_at, epoch)
+SELECT p, :owner, now() + make_interval(secs => :ttl_s::float8), 1 FROM unnest(:partitions::int[]) AS p
+ON CONFLICT ("partition") DO UPDATE SET
+    owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
+    epoch = partition_leases.epoch + CASE WHEN partition_leases.owner = EXCLUDED.owner THEN 0 ELSE 1 END
+WHERE partition_leases.owner = EXCLUDED.owner OR partition_leases.expires_at < now()
+RETURNING "partition";
+
+-- name: renew_partitions
+UPDATE partition_leases SET expires_at = now() + make_interval(secs => :ttl_s::float8)
+WHERE owner = :owner AND "partition" = ANY(:partitions::int[])
+RETURNING "partition";
+
+-- name: release_partitions
+DELETE FROM partition_leases WHERE owner = :owner AND "partition" = ANY(:partitions::int[]) RETURNING "partition";
+
+-- name: all_partitions
+SELECT * FROM partition_leases ORDER BY "partition";

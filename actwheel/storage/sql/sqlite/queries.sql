@@ -1,0 +1,439 @@
+-- Named queries, SQLite. Parameters are :name, bound by name. Instants are integer microseconds;
+-- :now is the store's clock, injected by the adapter. Batched queries read a JSON array of
+-- objects from :rows (json_each), so a whole batch is one statement.
+
+-- ---------------------------------------------------------------- migrations
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  integer NOT NULL
+);
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now);
+
+-- ---------------------------------------------------------------- automations
+-- name: insert_automation
+INSERT INTO automations (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, enabled, status, durable, next_run_at, end_at, version, "partition",
+    created_at, updated_at)
+VALUES (:id, :owner_id, :name, :labels, :session_id, :agent_id, :trigger, :action_type,
+    :action_config, :policy, :enabled, :status, :durable, :next_run_at, :end_at, 1, :partition, :now, :now)
+RETURNING *;
+
+-- name: get_automation
+SELECT * FROM automations WHERE id = :id;
+
+-- name: query_automations
+SELECT * FROM automations
+WHERE (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:session_id IS NULL OR session_id = :session_id)
+  AND (:agent_id IS NULL OR agent_id = :agent_id)
+  AND (:status IS NULL OR status = :status)
+  AND (:enabled IS NULL OR enabled = :enabled)
+  AND (:due_before IS NULL OR next_run_at <= :due_before)
+  AND (:partitions IS NULL OR "partition" IN (SELECT value FROM json_each(:partitions)))
+  AND (:after_id IS NULL OR id > :after_id)
+ORDER BY id
+LIMIT :limit;
+
+-- name: due_automations
+SELECT * FROM automations
+WHERE enabled = 1 AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at <= :before
+ORDER BY next_run_at
+LIMIT :limit;
+
+-- name: due_automations_in_partitions
+SELECT * FROM automations
+WHERE enabled = 1 AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at <= :before
+  AND "partition" IN (SELECT value FROM json_each(:partitions))
+ORDER BY next_run_at
+LIMIT :limit;
+
+-- name: update_automation
+UPDATE automations SET
+    name = coalesce(:name, name),
+    "trigger" = coalesce(:trigger, "trigger"),
+    action_type = coalesce(:action_type, action_type),
+    action_config = coalesce(:action_config, action_config),
+    policy = coalesce(:policy, policy),
+    labels = coalesce(:labels, labels),
+    session_id = CASE WHEN :labels IS NULL THEN session_id ELSE :session_id END,
+    agent_id = CASE WHEN :labels IS NULL THEN agent_id ELSE :agent_id END,
+    status = coalesce(:status, status),
+    owner_id = coalesce(:owner_id, owner_id),
+    next_run_at = CASE WHEN :clear_next_run_at THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
+    end_at = CASE WHEN :clear_end_at THEN NULL ELSE coalesce(:end_at, end_at) END,
+    version = version + 1,
+    updated_at = :now
+WHERE id = :id AND version = :expected_version
+RETURNING *;
+
+-- name: set_automation_enabled
+UPDATE automations SET enabled = :enabled, version = version + 1, updated_at = :now
+WHERE id = :id AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: cancel_waiting_runs_of
+UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = :now, finished_at = :now
+WHERE automation_id IN (SELECT value FROM json_each(:automation_ids)) AND status IN ('PENDING', 'RETRY_WAIT')
+RETURNING id;
+
+-- name: delete_automation
+DELETE FROM automations WHERE id = :id RETURNING id;
+
+-- name: delete_automations_by_session
+DELETE FROM automations WHERE session_id = :key RETURNING id;
+
+-- name: delete_automations_by_agent
+DELETE FROM automations WHERE agent_id = :key RETURNING id;
+
+-- name: delete_automations_by_owner
+DELETE FROM automations WHERE owner_id = :key RETURNING id;
+
+-- name: advance_cursor
+UPDATE automations SET
+    next_run_at = :new_next_run_at,
+    status = CASE WHEN :new_next_run_at IS NULL THEN 'COMPLETED' ELSE status END,
+    updated_at = :now
+WHERE id = :id AND version = :version AND next_run_at IS :expected_next_run_at
+RETURNING id;
+
+-- name: advance_cursors
+UPDATE automations SET
+    next_run_at = c.new_next,
+    status = CASE WHEN c.new_next IS NULL THEN 'COMPLETED' ELSE automations.status END,
+    updated_at = :now
+FROM (SELECT json_extract(value, '$.automation_id') AS id, json_extract(value, '$.version') AS version,
+             json_extract(value, '$.expected_next_run_at') AS expected,
+             json_extract(value, '$.new_next_run_at') AS new_next
+      FROM json_each(:rows)) AS c
+WHERE automations.id = c.id AND automations.version = c.version AND automations.next_run_at IS c.expected
+RETURNING automations.id;
+
+-- ---------------------------------------------------------------- runs
+-- name: insert_runs
+INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
+    action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.automation_id'), json_extract(value, '$.dedupe_key'),
+    json_extract(value, '$.scheduled_for'), json_extract(value, '$.origin'), json_extract(value, '$.status'),
+    json_extract(value, '$.reason'), json_extract(value, '$.not_before'), json_extract(value, '$.action_type'),
+    json_extract(value, '$.action_config'), json_extract(value, '$.policy'), json_extract(value, '$.owner_id'),
+    json_extract(value, '$.context'), :now, :now,
+    CASE WHEN json_extract(value, '$.status') IN ('SKIPPED', 'CANCELED') THEN :now END
+FROM json_each(:rows) WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: runs_by_keys
+SELECT r.* FROM runs AS r
+JOIN (SELECT json_extract(value, '$.automation_id') AS automation_id,
+             json_extract(value, '$.dedupe_key') AS dedupe_key FROM json_each(:rows)) AS k
+  ON r.automation_id = k.automation_id AND r.dedupe_key = k.dedupe_key;
+
+-- name: adhoc_runs_by_keys
+SELECT r.* FROM runs AS r
+JOIN (SELECT json_extract(value, '$.owner_id') AS owner_id,
+             json_extract(value, '$.dedupe_key') AS dedupe_key FROM json_each(:rows)) AS k
+  ON r.owner_id = k.owner_id AND r.dedupe_key = k.dedupe_key
+WHERE r.automation_id IS NULL;
+
+-- name: get_run
+SELECT * FROM runs WHERE id = :id;
+
+-- name: query_runs
+SELECT * FROM runs
+WHERE (:automation_id IS NULL OR automation_id = :automation_id)
+  AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: claim_run
+UPDATE runs SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER),
+    lease_epoch = lease_epoch + 1, attempt = attempt + 1,
+    started_at = coalesce(started_at, :now), updated_at = :now
+WHERE id = :id AND status = 'PENDING' AND (not_before IS NULL OR not_before <= :now)
+RETURNING *;
+
+-- name: claim_runs
+UPDATE runs SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER),
+    lease_epoch = lease_epoch + 1, attempt = attempt + 1,
+    started_at = coalesce(started_at, :now), updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'PENDING'
+  AND (not_before IS NULL OR not_before <= :now)
+RETURNING *;
+
+-- name: claim_next_runs
+UPDATE runs SET
+    status = 'RUNNING', lease_owner = :owner,
+    lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER),
+    lease_epoch = lease_epoch + 1, attempt = attempt + 1,
+    started_at = coalesce(started_at, :now), updated_at = :now
+WHERE id IN (SELECT id FROM runs WHERE status = 'PENDING' AND (not_before IS NULL OR not_before <= :now)
+             ORDER BY updated_at LIMIT :limit)
+RETURNING *;
+
+-- name: renew_lease
+UPDATE runs SET lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER), updated_at = :now
+WHERE id = :id AND lease_owner = :owner AND lease_epoch = :epoch AND status IN ('RUNNING', 'COMPENSATING')
+RETURNING id;
+
+-- name: finish_runs
+UPDATE runs SET
+    status = f.status, reason = f.reason, result = f.result, error = f.error, not_before = f.not_before,
+    lease_owner = CASE WHEN f.status = 'COMPENSATING' THEN runs.lease_owner END,
+    lease_expires_at = CASE WHEN f.status = 'COMPENSATING' THEN runs.lease_expires_at END,
+    finished_at = CASE WHEN f.status IN ('COMPENSATING', 'RETRY_WAIT', 'PENDING') THEN NULL ELSE :now END,
+    updated_at = :now
+FROM (SELECT json_extract(value, '$.run_id') AS id, json_extract(value, '$.owner') AS owner,
+             json_extract(value, '$.epoch') AS epoch, json_extract(value, '$.status') AS status,
+             json_extract(value, '$.reason') AS reason, json_extract(value, '$.result') AS result,
+             json_extract(value, '$.error') AS error, json_extract(value, '$.not_before') AS not_before
+      FROM json_each(:rows)) AS f
+WHERE runs.id = f.id AND runs.lease_owner = f.owner AND runs.lease_epoch = f.epoch
+  AND runs.status IN ('RUNNING', 'COMPENSATING')
+RETURNING runs.id;
+
+-- name: expired_leases
+SELECT * FROM runs
+WHERE status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: recover_expired
+UPDATE runs SET
+    status = :status, reason = :reason, not_before = :not_before,
+    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1,
+    finished_at = CASE WHEN :status IN ('PENDING', 'RETRY_WAIT') THEN NULL ELSE :now END,
+    updated_at = :now
+WHERE id = :id AND lease_epoch = :epoch AND status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < :now
+RETURNING *;
+
+-- name: stale_pending
+SELECT * FROM runs
+WHERE status = 'PENDING'
+  AND updated_at <= :now - CAST(:older_than_s * 1000000 AS INTEGER)
+  AND (not_before IS NULL OR not_before <= :now - CAST(:older_than_s * 1000000 AS INTEGER))
+ORDER BY updated_at
+LIMIT :limit;
+
+-- name: promote_due_retries
+UPDATE runs SET status = 'PENDING', updated_at = :now
+WHERE id IN (SELECT id FROM runs WHERE status = 'RETRY_WAIT' AND not_before <= :now ORDER BY not_before LIMIT :limit)
+RETURNING *;
+
+-- name: cancel_run
+UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = :now, finished_at = :now
+WHERE id = :id AND status IN ('PENDING', 'RETRY_WAIT')
+RETURNING id;
+
+-- name: active_automation_ids
+SELECT DISTINCT automation_id FROM runs
+WHERE automation_id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
+
+-- ---------------------------------------------------------------- outbox
+-- name: append_outbox
+INSERT INTO outbox (exchange, routing_key, body, headers, created_at)
+VALUES (:exchange, :routing_key, :body, :headers, :now);
+
+-- name: take_outbox
+SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
+
+-- name: mark_published
+UPDATE outbox SET published_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND published_at IS NULL
+RETURNING id;
+
+-- name: purge_published
+DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- audit
+-- name: append_audit
+INSERT INTO audit (event_id, run_id, automation_id, phase, actor, details, occurred_at)
+SELECT json_extract(value, '$.event_id'), json_extract(value, '$.run_id'), json_extract(value, '$.automation_id'),
+    json_extract(value, '$.phase'), json_extract(value, '$.actor'), json_extract(value, '$.details'),
+    coalesce(json_extract(value, '$.occurred_at'), :now)
+FROM json_each(:rows) WHERE true
+ON CONFLICT (event_id) DO NOTHING
+RETURNING seq;
+
+-- name: audit_trail
+SELECT * FROM audit WHERE run_id = :run_id ORDER BY seq;
+
+-- name: audit_for_automation
+SELECT * FROM (SELECT * FROM audit WHERE automation_id = :automation_id ORDER BY seq DESC LIMIT :limit)
+ORDER BY seq;
+
+-- ---------------------------------------------------------------- ontology
+-- name: insert_type
+INSERT INTO object_types (name, properties, required, version, created_at, updated_at)
+VALUES (:name, :properties, :required, 1, :now, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: update_type
+UPDATE object_types SET properties = :properties, required = :required, version = version + 1, updated_at = :now
+WHERE name = :name AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: get_type
+SELECT * FROM object_types WHERE name = :name;
+
+-- name: list_types
+SELECT * FROM object_types ORDER BY name;
+
+-- name: delete_type
+DELETE FROM object_types WHERE name = :name RETURNING name;
+
+-- name: insert_object
+INSERT INTO objects (id, object_type, properties, version, deleted, created_by, created_at, updated_at)
+VALUES (:id, :object_type, :properties, 1, 0, :created_by, :now, :now)
+RETURNING *;
+
+-- name: get_object
+SELECT * FROM objects WHERE id = :id;
+
+-- name: list_objects
+SELECT * FROM objects
+WHERE object_type = :object_type AND (:include_deleted OR NOT deleted)
+ORDER BY created_at, id
+LIMIT :limit;
+
+-- name: update_object
+UPDATE objects SET properties = :properties, version = version + 1, updated_at = :now
+WHERE id = :id AND NOT deleted AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: soft_delete_object
+UPDATE objects SET deleted = 1, version = version + 1, updated_at = :now
+WHERE id = :id AND NOT deleted AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: hard_delete_object
+DELETE FROM objects
+WHERE id = :id AND NOT deleted AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: restore_object
+INSERT INTO objects (id, object_type, properties, version, deleted, created_by, created_at, updated_at)
+VALUES (:id, :object_type, :properties, :version, :deleted, :created_by, :created_at, :now)
+ON CONFLICT (id) DO UPDATE SET
+    properties = excluded.properties, deleted = excluded.deleted,
+    version = objects.version + 1, updated_at = :now
+RETURNING *;
+
+-- name: insert_relation
+INSERT INTO relations (id, relation_type, source_id, target_id, properties, created_by, created_at)
+VALUES (:id, :relation_type, :source_id, :target_id, :properties, :created_by, :now)
+RETURNING *;
+
+-- name: get_relation
+SELECT * FROM relations WHERE id = :id;
+
+-- name: relations_of
+SELECT * FROM relations WHERE source_id = :object_id OR target_id = :object_id ORDER BY created_at, id;
+
+-- name: delete_relation
+DELETE FROM relations WHERE id = :id RETURNING *;
+
+-- ---------------------------------------------------------------- principals, keys, secrets
+-- name: insert_principal
+INSERT INTO principals (id, display_name, status, version, created_at, updated_at)
+VALUES (:id, :display_name, :status, 1, :now, :now)
+RETURNING *;
+
+-- name: get_principal
+SELECT * FROM principals WHERE id = :id;
+
+-- name: set_principal_status
+UPDATE principals SET status = :status, version = version + 1, updated_at = :now
+WHERE id = :id AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: query_principals
+SELECT * FROM principals WHERE (:status IS NULL OR status = :status) ORDER BY id LIMIT :limit;
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, owner_id, key_hash, scopes, name, revoked, created_at)
+VALUES (:id, :owner_id, :key_hash, :scopes, :name, 0, :now)
+RETURNING *;
+
+-- name: get_api_key
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: api_key_by_hash
+SELECT * FROM api_keys WHERE key_hash = :key_hash;
+
+-- name: api_keys_for_owner
+SELECT * FROM api_keys WHERE owner_id = :owner_id ORDER BY created_at, id;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked = 1, revoked_at = coalesce(revoked_at, :now) WHERE id = :id RETURNING *;
+
+-- name: insert_secret
+INSERT INTO secrets (id, owner_id, name, ciphertext, version, created_at)
+VALUES (:id, :owner_id, :name, :ciphertext, 1, :now)
+RETURNING *;
+
+-- name: get_secret
+SELECT * FROM secrets WHERE owner_id = :owner_id AND name = :name;
+
+-- name: rotate_secret
+UPDATE secrets SET ciphertext = :ciphertext, version = version + 1, rotated_at = :now
+WHERE owner_id = :owner_id AND name = :name AND (:expected_version IS NULL OR version = :expected_version)
+RETURNING *;
+
+-- name: delete_secret
+DELETE FROM secrets WHERE owner_id = :owner_id AND name = :name RETURNING id;
+
+-- name: secret_names
+SELECT name FROM secrets WHERE owner_id = :owner_id ORDER BY name;
+
+-- ---------------------------------------------------------------- dead letters
+-- name: insert_dead_letter
+INSERT INTO dead_letters (id, source, ref_id, reason, payload, created_at)
+VALUES (:id, :source, :ref_id, :reason, :payload, :now)
+RETURNING *;
+
+-- name: get_dead_letter
+SELECT * FROM dead_letters WHERE id = :id;
+
+-- name: query_dead_letters
+SELECT * FROM dead_letters WHERE (:source IS NULL OR source = :source) ORDER BY created_at, id LIMIT :limit;
+
+-- name: delete_dead_letter
+DELETE FROM dead_letters WHERE id = :id RETURNING id;
+
+-- ---------------------------------------------------------------- partition leases
+-- name: acquire_partitions
+INSERT INTO partition_leases ("partition", owner, expires_at, epoch)
+SELECT value, :owner, :now + CAST(:ttl_s * 1000000 AS INTEGER), 1 FROM json_each(:partitions) WHERE true
+ON CONFLICT ("partition") DO UPDATE SET
+    owner = excluded.owner, expires_at = excluded.expires_at,
+    epoch = partition_leases.epoch + CASE WHEN partition_leases.owner = excluded.owner THEN 0 ELSE 1 END
+WHERE partition_leases.owner = excluded.owner OR partition_leases.expires_at < :now
+RETURNING "partition";
+
+-- name: renew_partitions
+UPDATE partition_leases SET expires_at = :now + CAST(:ttl_s * 1000000 AS INTEGER)
+WHERE owner = :owner AND "partition" IN (SELECT value FROM json_each(:partitions))
+RETURNING "partition";
+
+-- name: release_partitions
+DELETE FROM partition_leases WHERE owner = :owner AND "partition" IN (SELECT value FROM json_each(:partitions))
+RETURNING "partition";
+
+-- name: all_partitions
+SELECT * FROM partition_leases ORDER BY "partition";

@@ -1,0 +1,233 @@
+"""The SQLite adapter (aiosqlite): the embedded default.
+
+One connection, one writer: every transaction takes an asyncio lock and ``BEGIN IMMEDIATE``,
+so transactions in this process are serialised and another process on the same file waits
+(``busy_timeout``) instead of failing. WAL lets readers in other processes go on. Instants
+are integer microseconds; "now" is the store's injected :class:`~actwheel.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
+from typing import Any, cast
+
+import aiosqlite
+import orjson
+
+from actwheel.clock import Clock, SystemClock
+from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.storage import _codec as c
+from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
+from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
+from actwheel.storage.base import Store, Transaction
+
+__all__ = ["SqliteStore"]
+
+_INTEGRITY_KINDS = (
+    ("UNIQUE", "unique"),
+    ("PRIMARY KEY", "unique"),
+    ("FOREIGN KEY", "foreign_key"),
+    ("CHECK", "check"),
+    ("NOT NULL", "not_null"),
+)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return c.to_micros(value)
+    if isinstance(value, bytes):
+        raise TypeError("bytes cannot travel in a JSON batch; use execute_rows")
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return c.to_micros(value)
+    if isinstance(value, list | tuple):
+        return orjson.dumps(value, default=_json_default, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+    return value
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """Translate sqlite3 errors into the port's errors."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        message = str(exc)
+        kind = next((k for marker, k in _INTEGRITY_KINDS if marker in message), "unique")
+        raise IntegrityViolation(kind, message.split(":")[-1].strip(), message) from None
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StorageUnavailable(f"sqlite database is busy: {exc}") from exc
+        raise StorageError(f"sqlite: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"sqlite: {exc}") from exc
+    except ValueError as exc:  # aiosqlite: "no active connection"
+        raise StorageUnavailable(f"sqlite connection closed: {exc}") from exc
+
+
+class _SqliteExecutor(Executor):
+    def __init__(self, conn: aiosqlite.Connection, queries: Mapping[str, Query], clock: Clock) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._clock = clock
+        self.outbox_touched = False
+
+    def _bind(self, query: Query, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        given = params or {}
+        bound = {name: _encode(given[name]) for name in query.params if name != "now"}
+        if "now" in query.params:
+            bound["now"] = c.to_micros(self._clock.now())
+        return bound
+
+    async def fetch(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        query = self._queries[name]
+        with _mapped():
+            rows = await self._conn.execute_fetchall(query.sql, self._bind(query, params))
+        return cast(list[Row], list(rows))  # sqlite3.Row is a mapping by column name
+
+    async def fetch_rows(
+        self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        if not rows:
+            return []
+        packed = orjson.dumps(rows, default=_json_default, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+        return await self.fetch(name, {**(params or {}), "rows": packed})
+
+    async def execute_rows(
+        self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
+    ) -> None:
+        query = self._queries[name]
+        bound = [self._bind(query, {**(params or {}), **row}) for row in rows]
+        with _mapped():
+            await self._conn.executemany(query.sql, bound)
+
+    async def now(self) -> datetime:
+        return self._clock.now()
+
+
+class SqliteStore(Store):
+    """A store in one SQLite file (or ``:memory:``).
+
+    :param path: the database file, or ``":memory:"``
+    :param clock: the clock that decides leases and due times (default: the system clock)
+    :param partitions: N in ``partition = hash(id) mod N`` for new automations
+    :param busy_timeout_s: how long to wait for another process's write lock
+    """
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Clock | None = None,
+        partitions: int = 64,
+        busy_timeout_s: float = 5.0,
+    ) -> None:
+        self.path = path
+        self.clock = clock or SystemClock()
+        self._partitions = partitions
+        self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._queries = load_queries("sqlite")
+        self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._outbox_signal = asyncio.Event()
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    async def start(self) -> None:
+        if self._conn is not None:
+            return
+        if self._stopped:
+            raise StorageUnavailable("this SqliteStore was stopped; open a new one")
+        self._conn = await self._open()
+        await self.migrate()
+
+    async def _open(self) -> aiosqlite.Connection:
+        try:
+            conn = await aiosqlite.connect(self.path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StorageUnavailable(f"cannot open sqlite database {self.path!r}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        for pragma in (
+            f"PRAGMA busy_timeout = {self._busy_timeout_ms}",
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA synchronous = NORMAL",
+            "PRAGMA foreign_keys = ON",
+        ):
+            await conn.execute(pragma)
+        return conn
+
+    async def stop(self) -> None:
+        self._stopped = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            async with self._lock:
+                await asyncio.shield(conn.close())
+
+    def _connection(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StorageUnavailable("the SqliteStore is not started")
+        return self._conn
+
+    @asynccontextmanager
+    async def _immediate(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The write lock of this process, then of the file (BEGIN IMMEDIATE); commit or roll back."""
+        async with self._lock:
+            conn = self._connection()
+            with _mapped():
+                await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                with _mapped():
+                    await conn.execute("COMMIT")
+            except BaseException:
+                await asyncio.shield(self._rollback(conn))
+                raise
+
+    @staticmethod
+    async def _rollback(conn: aiosqlite.Connection) -> None:
+        # The connection may be gone or have no transaction: then there is nothing to undo.
+        with contextlib.suppress(sqlite3.Error, ValueError):
+            await conn.execute("ROLLBACK")
+
+    async def migrate(self) -> list[str]:
+        applied: list[str] = []
+        async with self._immediate() as conn:
+            x = _SqliteExecutor(conn, self._queries, self.clock)
+            await x.fetch("create_migrations_table")
+            done = {row["version"] for row in await x.fetch("applied_migrations")}
+            for migration in load_migrations("sqlite"):
+                if migration.version in done:
+                    continue
+                with _mapped():
+                    for statement in split_statements(migration.sql):
+                        await conn.execute(statement)
+                await x.fetch("record_migration", {"version": migration.version, "name": migration.name})
+                applied.append(migration.name)
+        return applied
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self._immediate() as conn:
+            tx = SqlTransaction(_SqliteExecutor(conn, self._queries, self.clock), partitions=self._partitions)
+            yield tx
+        if tx.outbox_touched:
+            self._outbox_signal.set()
+
+    async def wait_for_outbox(self, timeout: float) -> bool:  # noqa: ASYNC109
+        try:
+            await asyncio.wait_for(self._outbox_signal.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._outbox_signal.clear()
+        return True
