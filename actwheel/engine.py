@@ -57,7 +57,7 @@ class Engine:
                  secrets: SecretResolver | None = None) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.store = store or open_store(settings.database_url)
+        self.store = store or open_store(settings.database_url, clock=self.clock, partitions=settings.partitions)
         self.bus = bus or open_bus(settings.broker_url, topology=topology, clock=self.clock)
         self.registry = registry or default_registry()
         self.metrics = Metrics()

@@ -55,4 +55,6 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
 
 def get_logger(name: str, **bound: Any) -> Any:
     """A structlog logger named ``name`` with ``bound`` key-values."""
-    return structlog.get_logger(name).bind(logger=name, **bound)
+    # Initial values keep the proxy lazy: it resolves against the configuration at first use,
+    # so module-level loggers honour configure_logging() called later.
+    return structlog.get_logger(name, logger=name, **bound)

@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
+from actwheel.actors.event_index import EventIndex
 from actwheel.actors.planning import Plan, plan_instants
+from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.bus.topology import QueueSpec
 from actwheel.clock import Clock
@@ -68,15 +70,73 @@ class Planner(ConsumerActor):
         self._metrics = metrics
         self._prefix = queue_prefix
         self._prefetch = prefetch
+        self._event_index = EventIndex(store=store, clock=clock)
+        self._bound: frozenset[str] = frozenset()
 
     def intake(self) -> Sequence[Intake]:
         topology = self.bus.topology
+        changes = tuple((topology.events, f"automation.{c}") for c in ("created", "updated", "enabled"))
         return (
             Intake(QueueSpec(f"{self._prefix}actwheel.planner.due",
                              ((topology.events, AutomationsDue.TYPE),)), self.on_due, self._prefetch),
             Intake(QueueSpec(f"{self._prefix}actwheel.planner.commands",
                              ((topology.commands, "command.#"),)), self.on_command, self._prefetch),
+            Intake(QueueSpec(f"{self._prefix}actwheel.planner.changes", changes), self.on_change, self._prefetch),
+            Intake(self._event_queue(), self.on_event, self._prefetch),
         )
+
+    async def run(self) -> None:
+        await self._bind_event_patterns()
+        await super().run()
+
+    async def work(self) -> None:
+        while not self.stopping.is_set():
+            await sleep_or_wake(self._clock, 5.0, self.stopping)
+            if self._event_index.stale():
+                await self._bind_event_patterns()
+
+    # --- business events (event triggers) -----------------------------------------------
+
+    def _event_queue(self, patterns: frozenset[str] = frozenset()) -> QueueSpec:
+        return QueueSpec(f"{self._prefix}actwheel.planner.events",
+                         tuple((self.bus.topology.events, p) for p in sorted(patterns)))
+
+    async def _bind_event_patterns(self) -> None:
+        patterns = await self._event_index.refresh()
+        new = patterns - self._bound
+        if new:
+            await self.bus.declare_queue(self._event_queue(self._bound | new))
+            self._bound |= new
+
+    async def on_change(self, delivery: Delivery) -> None:
+        self._event_index.invalidate()
+        await self._bind_event_patterns()
+
+    async def on_event(self, delivery: Delivery) -> None:
+        """A business event: one run per matching event automation, dedupe key ``event:<event id>``."""
+        if self._event_index.stale():
+            await self._bind_event_patterns()
+        envelope = delivery.envelope
+        matching = self._event_index.matching(delivery.routing_key)
+        if not matching:
+            return
+        context = {"event": {"id": envelope.id, "type": envelope.type, "routing_key": delivery.routing_key,
+                             "source": envelope.source, "occurred_at": envelope.occurred_at.isoformat(),
+                             "data": envelope.data}}
+        try:
+            async with self._store.transaction() as tx:
+                now = await tx.now()
+                inserted = await tx.runs.insert_many([
+                    NewRun(automation_id=a.id, dedupe_key=f"event:{envelope.id}", owner_id=a.owner_id,
+                           action_type=a.action_type, action_config=a.action_config, policy=a.policy,
+                           origin=Origin.EVENT, scheduled_for=now,
+                           context={**context, OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
+                    for a in matching])
+                ready = [r.run.id for r in inserted if r.created]
+                if ready:
+                    await tx.outbox.append_many(self._events.runs_ready(ready))
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
 
     # --- due announcements ---------------------------------------------------------------
 

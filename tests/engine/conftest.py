@@ -1,0 +1,26 @@
+"""Engine fixtures: the embedded stack (memory bus + SQLite, virtual time) always; RabbitMQ + PostgreSQL
+when the services run (skipped loudly on a dev machine without them, failing under CI)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from engine_harness import Stack, new_stack
+from services import isolated_postgres_url, rabbitmq_url
+
+
+@pytest.fixture(params=["embedded", pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.rabbitmq])])
+async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stack]:
+    if request.param == "embedded":
+        yield new_stack("embedded", f"sqlite:///{tmp_path / 'actwheel.db'}", None)
+        return
+    broker = rabbitmq_url()
+    async with isolated_postgres_url() as database:
+        yield new_stack("services", database, broker)
+
+
+@pytest.fixture
+async def embedded(tmp_path: Path) -> Stack:
+    return new_stack("embedded", f"sqlite:///{tmp_path / 'actwheel.db'}", None)

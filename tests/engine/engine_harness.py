@@ -1,0 +1,93 @@
+"""Build engines on either stack for tests, and watch the events they publish."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from actwheel.bus import AmqpBus, Bus, Delivery, MemoryBus, QueueSpec, Topology
+from actwheel.clock import Clock, SystemClock, VirtualClock
+from actwheel.engine import Engine
+from actwheel.settings import Settings
+from actwheel.storage import open_store
+
+
+@dataclass
+class EventLog:
+    """Every event on the events exchange matching ``patterns``, in arrival order."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def record(self, delivery: Delivery) -> None:
+        async with self.changed:
+            self.deliveries.append(delivery)
+            self.changed.notify_all()
+
+    def of(self, routing_key: str) -> list[dict[str, Any]]:
+        return [d.envelope.data for d in self.deliveries if d.routing_key == routing_key]
+
+    async def wait_for(self, predicate: Callable[[EventLog], bool], timeout: float = 15.0) -> None:
+        """Wait until ``predicate(self)`` holds (woken by each new event), or fail after ``timeout``."""
+        async with asyncio.timeout(timeout):
+            async with self.changed:
+                await self.changed.wait_for(lambda: predicate(self))
+
+    async def wait_count(self, routing_key: str, count: int, timeout: float = 15.0) -> list[dict[str, Any]]:
+        await self.wait_for(lambda log: len(log.of(routing_key)) >= count, timeout)
+        return self.of(routing_key)
+
+
+@dataclass
+class Stack:
+    kind: str
+    clock: Clock
+    database_url: str
+    broker_url: str | None
+    topology: Topology
+    prefix: str
+
+    def engine(self, instance: str = "test-1", **settings: Any) -> Engine:
+        values: dict[str, Any] = {"database_url": self.database_url, "broker_url": self.broker_url or "memory://",
+                                  "instance": instance, "lease_s": 5.0, "sweep_interval_s": 1.0, "grace_s": 3.0,
+                                  "stale_pending_s": 5.0}
+        values.update(settings)
+        store = open_store(self.database_url, clock=self.clock)
+        bus: Bus
+        if self.broker_url is None:
+            bus = self.shared_memory_bus
+        else:
+            bus = AmqpBus(self.broker_url, topology=self.topology, grace=2.0, reconnect_interval=0.2)
+        return Engine(Settings(**values), clock=self.clock, store=store, bus=bus, topology=self.topology,
+                      queue_prefix=self.prefix)
+
+    @property
+    def shared_memory_bus(self) -> MemoryBus:
+        if not hasattr(self, "_memory_bus"):
+            self._memory_bus = MemoryBus(topology=self.topology, clock=self.clock, grace=2.0)
+        return self._memory_bus
+
+    @contextlib.asynccontextmanager
+    async def watch(self, engine: Engine, *patterns: str) -> AsyncIterator[EventLog]:
+        """Record events matching ``patterns`` (default: every run and action event) from ``engine``'s bus."""
+        log = EventLog()
+        bindings = tuple((self.topology.events, p) for p in (patterns or ("run.#", "action.#")))
+        spec = QueueSpec(f"{self.prefix}test.watch.{uuid.uuid4().hex[:6]}", bindings, delivery_limit=1)
+        await engine.bus.declare_queue(spec)
+        subscription = await engine.bus.consume(spec.name, log.record, prefetch=500)
+        try:
+            yield log
+        finally:
+            await subscription.cancel()
+
+
+def new_stack(kind: str, database_url: str, broker_url: str | None) -> Stack:
+    prefix = f"t-{uuid.uuid4().hex[:8]}."
+    clock: Clock = VirtualClock() if kind == "embedded" else SystemClock()
+    topology = Topology.prefixed(prefix) if broker_url else Topology()
+    return Stack(kind=kind, clock=clock, database_url=database_url, broker_url=broker_url, topology=topology,
+                 prefix=prefix if broker_url else "")
