@@ -57,4 +57,4 @@ def get_logger(name: str, **bound: Any) -> Any:
     """A structlog logger named ``name`` with ``bound`` key-values."""
     # Initial values keep the proxy lazy: it resolves against the configuration at first use,
     # so module-level loggers honour configure_logging() called later.
-    return structlog.get_logger(name, logger=name, **bound)
+    return structlog.get_logger(name, logger_name=name, **bound)
