@@ -18,14 +18,15 @@ Level 0 has ``wheel_size`` buckets of ``tick_ms`` each; level ``k`` has
 ``wheel_size`` buckets of ``tick_ms * wheel_size**k`` each, so level ``k``
 spans what one bucket of level ``k + 1`` covers. Levels are created lazily, the
 first time a timer needs one (Kafka's overflow wheels). ``wheel_size`` is a
-power of two, ``2**b``, so every boundary is a bit position.
+power of two, ``2**b``, so every boundary is a bit position. With the defaults
+(1 ms ticks, 4096 buckets) level 0 spans 4 s, level 1 4.6 h, level 2 2.2 years.
 
 A timer due at tick ``t`` while the clock reads tick ``c`` goes to the lowest
 level ``k`` such that ``t`` and ``c`` lie in the same *aligned* block of
 ``2**(b*(k+1))`` ticks, i.e. ``k = (bit_length(t ^ c) - 1) // b`` (0 when that
 is <= b). Kafka slides each level's window with the clock; aligning the
-windows instead (as the Linux timer wheel does) buys two invariants the rest of
-the code leans on:
+windows instead (as the Linux timer wheel does) buys three invariants the rest
+of the code leans on:
 
 * every timer on level ``k`` is due *before* every timer on level ``k + 1``
   (level ``k`` holds the rest of the clock's current level-``k + 1`` block, the
@@ -34,15 +35,21 @@ the code leans on:
 * a level-``k`` bucket is redistributed ("cascaded") to lower levels exactly
   when the clock enters it, and at that moment no lower-level bucket covers its
   range yet, so cascaded timers land before any timer scheduled later with the
-  same due time: ties keep scheduling order without a sequence number.
+  same due time: ties keep scheduling order without a sequence number;
+* between two advances a pending timer sits exactly where the rule puts it for
+  the current clock, so its bucket is a function of its due time: the key index
+  maps key -> due ms, and cancel recomputes the bucket instead of storing a
+  pointer or a per-timer record.
 
 A level keeps its buckets in a dict keyed by absolute bucket number (at most
-``wheel_size`` live at once, which is the circular array of the paper without
-the empty slots) plus a heap of the numbers of its non-empty buckets: Kafka's
-``DelayQueue`` of buckets, so the clock *jumps* to the next non-empty bucket
-instead of ticking through empty ones. A bucket emptied by cancellations stays
-registered until the clock passes it; it is then dropped for free.
+``wheel_size`` live at once: the paper's circular array without the empty
+slots) plus a heap of the numbers of its buckets: Kafka's ``DelayQueue`` of
+buckets, so the clock *jumps* to the next non-empty bucket instead of ticking
+through empty ones. A bucket emptied by cancellations stays registered until
+the clock passes it; it is then dropped for free.
 
+When the clock enters a higher-level bucket, the timers in it that are already
+due fire straight away (sorted by due, stably) and only the rest move down.
 Timers due before the wheel's clock (``due_ms < now_ms``) wait in a separate
 *overdue* bucket, fired first (sorted by due, stably) at the next ``advance``.
 
@@ -50,17 +57,17 @@ Cost
 ----
 * ``schedule``: O(1) — a few integer operations and two dict writes; O(log w)
   more when it opens a new bucket (one heap push per bucket, not per timer).
-* ``cancel``: O(1) — two dict deletions; the bucket is not cleaned eagerly.
-* ``advance(now)``: O(fired + buckets crossed + cascaded). Each timer is
-  cascaded at most once per level above the one it fires from, and there are
-  ``ceil(log2(horizon / tick) / b)`` levels: with the defaults (1 ms, 1024
-  slots) three levels cover 12 days, five cover the whole epoch.
-* ``next_due_ms``: O(1) when cached. The cache is kept exact on ``schedule``
-  and dropped only when the earliest timer itself goes (fired, cancelled or
-  rescheduled); recomputing it scans one bucket: the earliest non-empty bucket
-  of the lowest non-empty level (one timer per tick on level 0).
-* Memory per pending timer: one entry in the key index, one entry in its
-  bucket, one ``(due_ms, item)`` tuple; nothing per empty slot.
+* ``cancel``: O(1) — the same integer operations and two dict deletions.
+* ``advance(now)``: O(fired + buckets crossed + cascaded), plus a sort of the
+  part of a cascaded bucket that is already due. Each timer is cascaded at most
+  once per level above the one it fires from; within a 4.6 h horizon that is
+  at most once with the defaults.
+* ``next_due_ms``: O(1) when cached. The cache (due time, key) is kept exact on
+  ``schedule`` and checked against the key index on read; when its key is gone,
+  it is recomputed by scanning one bucket: the earliest non-empty bucket of the
+  lowest non-empty level (one due time on level 0 with 1 ms ticks).
+* Memory per pending timer: one entry in the key index and one in its bucket;
+  no per-timer object and nothing per empty slot.
 """
 
 from __future__ import annotations
@@ -71,26 +78,21 @@ from typing import Generic, TypeVar
 
 from actwheel.errors import InvalidInput
 
-__all__ = ["TimingWheel"]
+__all__ = ["DEFAULT_WHEEL_SIZE", "TimingWheel"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_MAX_MS = 2**63 - 1
 DEFAULT_WHEEL_SIZE = 4096
-_MS_EXPECTED = f"an int number of milliseconds in [0, {_MAX_MS}]"
+_MAX_MS = 2**63 - 1
 
 
 def _require_ms(field: str, value: object, *, minimum: int = 0) -> int:
     """``value`` as an int of milliseconds within range, else :class:`InvalidInput` naming ``field``."""
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= _MAX_MS:
-        expected = _MS_EXPECTED if minimum == 0 else f"an int number of milliseconds <= {_MAX_MS}"
+        expected = f"an int number of milliseconds in [{minimum}, {_MAX_MS}]"
         raise InvalidInput(field, value, expected)
     return value
-
-
-def _due_of_entry(entry: tuple[object, tuple[int, object]]) -> int:
-    return entry[1][0]
 
 
 class _Level(Generic[K, V]):
@@ -100,11 +102,11 @@ class _Level(Generic[K, V]):
 
     def __init__(self, shift: int) -> None:
         self.shift = shift
-        self.buckets: dict[int, dict[K, tuple[int, V]]] = {}
+        self.buckets: dict[int, dict[K, V]] = {}
         self.heap: list[int] = []
 
-    def open_bucket(self, number: int) -> dict[K, tuple[int, V]]:
-        bucket: dict[K, tuple[int, V]] = {}
+    def open_bucket(self, number: int) -> dict[K, V]:
+        bucket: dict[K, V] = {}
         self.buckets[number] = bucket
         heappush(self.heap, number)
         return bucket
@@ -118,7 +120,7 @@ class _Level(Generic[K, V]):
             del buckets[heappop(heap)]
         return None
 
-    def take(self, number: int) -> dict[K, tuple[int, V]]:
+    def take(self, number: int) -> dict[K, V]:
         """Unregister the earliest bucket (``number`` must be the heap's top) and return it."""
         heappop(self.heap)
         return self.buckets.pop(number)
@@ -138,7 +140,7 @@ class TimingWheel(Generic[K, V]):
     """
 
     __slots__ = (
-        "_bits", "_by_bits", "_levels", "_loc", "_min", "_min_key", "_now", "_nt", "_overdue", "_tick",
+        "_bits", "_by_bits", "_due", "_levels", "_min", "_min_key", "_now", "_nt", "_overdue", "_tick",
     )
 
     def __init__(self, now_ms: int = 0, *, tick_ms: int = 1, wheel_size: int = DEFAULT_WHEEL_SIZE) -> None:
@@ -150,11 +152,11 @@ class TimingWheel(Generic[K, V]):
         self._tick = tick_ms
         self._bits = wheel_size.bit_length() - 1
         self._now = now_ms
-        self._nt = now_ms // tick_ms
-        self._loc: dict[K, dict[K, tuple[int, V]]] = {}
-        self._overdue: dict[K, tuple[int, V]] = {}
+        self._nt = now_ms // tick_ms  # the clock in ticks
+        self._due: dict[K, int] = {}  # every pending key -> its due ms; the bucket follows from it
+        self._overdue: dict[K, V] = {}
         self._levels: list[_Level[K, V]] = []
-        self._by_bits: list[_Level[K, V]] = []
+        self._by_bits: list[_Level[K, V]] = []  # bit_length(due_tick ^ clock_tick) -> its level
         # Cached earliest due time and one key due then; valid while that key is still pending at that time.
         self._min: int | None = None
         self._min_key: K
@@ -168,22 +170,21 @@ class TimingWheel(Generic[K, V]):
         return self._now
 
     def __len__(self) -> int:
-        return len(self._loc)
+        return len(self._due)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._loc
+        return key in self._due
 
     def __repr__(self) -> str:
-        return f"TimingWheel(now_ms={self._now}, pending={len(self._loc)}, levels={len(self._levels)})"
+        return f"TimingWheel(now_ms={self._now}, pending={len(self._due)}, levels={len(self._levels)})"
 
     def keys(self) -> KeysView[K]:
         """A live view of the pending keys (copy it before cancelling while iterating)."""
-        return self._loc.keys()
+        return self._due.keys()
 
     def due_ms_of(self, key: K) -> int | None:
         """The due time of pending ``key``, or None when it is not pending."""
-        bucket = self._loc.get(key)
-        return None if bucket is None else bucket[key][0]
+        return self._due.get(key)
 
     def schedule(self, key: K, due_ms: int, item: V) -> None:
         """Fire ``item`` at ``due_ms``; a pending ``key`` is replaced (and counts as scheduled now).
@@ -193,7 +194,7 @@ class TimingWheel(Generic[K, V]):
         :raises InvalidInput: ``due_ms`` is not an int of milliseconds; the wheel is left unchanged
         """
         # The hot path, inlined on purpose: it must cost about what one heap push costs.
-        bucket: dict[K, tuple[int, V]] | None
+        bucket: dict[K, V] | None
         try:
             if due_ms < self._now:
                 bucket = self._overdue_bucket(due_ms)
@@ -206,12 +207,12 @@ class TimingWheel(Generic[K, V]):
                     bucket = level.open_bucket(n)
         except (TypeError, IndexError):
             bucket = self._bucket_slow(due_ms)
-        loc = self._loc
-        old = loc.get(key)
+        dues = self._due
+        old = dues.get(key)
         if old is not None:
-            del old[key]
-        bucket[key] = (due_ms, item)
-        loc[key] = bucket
+            del self._bucket_of(old)[key]
+        bucket[key] = item
+        dues[key] = due_ms
         earliest = self._min
         if earliest is not None and due_ms < earliest:
             self._min = due_ms
@@ -219,10 +220,16 @@ class TimingWheel(Generic[K, V]):
 
     def cancel(self, key: K) -> bool:
         """Forget pending ``key``; False when it is not pending (never scheduled, fired or cancelled)."""
-        bucket = self._loc.pop(key, None)
-        if bucket is None:
+        due = self._due.pop(key, None)
+        if due is None:
             return False
-        del bucket[key]  # an emptied bucket stays registered until the clock passes it
+        # _bucket_of, inlined: cancel is hot too. An emptied bucket stays registered until passed.
+        if due < self._now:
+            del self._overdue[key]
+        else:
+            t = due // self._tick
+            level = self._by_bits[(t ^ self._nt).bit_length()]
+            del level.buckets[t >> level.shift][key]
         return True
 
     def advance(self, now_ms: int) -> list[V]:
@@ -251,24 +258,35 @@ class TimingWheel(Generic[K, V]):
     def next_due_ms(self) -> int | None:
         """The earliest pending due time (exact, not a bucket boundary), or None when nothing is pending."""
         earliest = self._min
-        if earliest is not None:
-            bucket = self._loc.get(self._min_key)
-            if bucket is not None and bucket[self._min_key][0] == earliest:
-                return earliest
-        if not self._loc:
+        if earliest is not None and self._due.get(self._min_key) == earliest:
+            return earliest
+        if not self._due:
             self._min = None
             return None
-        key, (self._min, _) = self._earliest()
-        self._min_key = key
-        return self._min
+        self._min_key = key = self._earliest_key()
+        self._min = earliest = self._due[key]
+        return earliest
 
-    # -- scheduling helpers -------------------------------------------------------------------------
+    # -- where timers live --------------------------------------------------------------------------
 
-    def _overdue_bucket(self, due_ms: int) -> dict[K, tuple[int, V]]:
+    def _bucket_of(self, due_ms: int) -> dict[K, V]:
+        """The bucket holding a pending timer due at ``due_ms``.
+
+        Between two calls to :meth:`advance` a pending timer always sits where the
+        placement rule puts it for the current clock (cascades keep it so), so the
+        bucket is a function of the due time: the key index needs no pointer.
+        """
+        if due_ms < self._now:
+            return self._overdue
+        t = due_ms // self._tick
+        level = self._by_bits[(t ^ self._nt).bit_length()]
+        return level.buckets[t >> level.shift]
+
+    def _overdue_bucket(self, due_ms: int) -> dict[K, V]:
         _require_ms("due_ms", due_ms, minimum=-_MAX_MS)
         return self._overdue
 
-    def _bucket_slow(self, due_ms: int) -> dict[K, tuple[int, V]]:
+    def _bucket_slow(self, due_ms: int) -> dict[K, V]:
         """Validate ``due_ms`` (the fast path failed), open the levels it needs and find its bucket."""
         _require_ms("due_ms", due_ms)
         t = due_ms // self._tick
@@ -290,17 +308,17 @@ class TimingWheel(Generic[K, V]):
     # -- advancing ----------------------------------------------------------------------------------
 
     def _fire_overdue(self, fired: list[V]) -> None:
-        self._fire_in_order(list(self._overdue.items()), fired)
+        self._fire_in_order(list(self._overdue), self._overdue, fired)
         self._overdue.clear()
 
-    def _fire_in_order(self, entries: list[tuple[K, tuple[int, V]]], fired: list[V]) -> None:
-        """Fire ``entries`` (in scheduling order) by due time; the sort is stable, so ties keep that order."""
-        entries.sort(key=_due_of_entry)
-        loc = self._loc
+    def _fire_in_order(self, keys: list[K], bucket: dict[K, V], fired: list[V]) -> None:
+        """Fire ``keys`` (given in scheduling order) of ``bucket`` by due time; the stable sort keeps ties."""
+        dues = self._due
+        keys.sort(key=dues.__getitem__)
         append = fired.append
-        for key, record in entries:
-            del loc[key]
-            append(record[1])
+        for key in keys:
+            del dues[key]
+            append(bucket[key])
 
     def _drain_level0(self, target: int, target_tick: int, fired: list[V]) -> bool:
         """Fire level-0 buckets up to ``target``; True when level 0 still holds later buckets.
@@ -308,17 +326,17 @@ class TimingWheel(Generic[K, V]):
         Later level-0 buckets mean nothing on a higher level can be due yet.
         """
         level = self._levels[0]
-        heap, buckets, loc = level.heap, level.buckets, self._loc
+        heap, buckets, dues = level.heap, level.buckets, self._due
         append = fired.append
         whole = self._tick == 1  # a 1 ms bucket holds one due time: no sorting, never partly due
         while heap and heap[0] < target_tick:
             bucket = buckets.pop(heappop(heap))
             if whole:
-                for key, record in bucket.items():
-                    del loc[key]
-                    append(record[1])
+                for key, item in bucket.items():
+                    del dues[key]
+                    append(item)
             else:
-                self._fire_in_order(list(bucket.items()), fired)
+                self._fire_in_order(list(bucket), bucket, fired)
         if heap and heap[0] == target_tick:
             self._fire_current(level, target, fired)
         return bool(heap)
@@ -327,11 +345,11 @@ class TimingWheel(Generic[K, V]):
         """Fire the items of the clock's own level-0 bucket that are due by ``target``; keep the rest."""
         number = level.heap[0]
         bucket = level.buckets[number]
-        due = [entry for entry in bucket.items() if entry[1][0] <= target]
-        for key, _ in due:
+        dues = self._due
+        keys = [key for key in bucket if dues[key] <= target]
+        self._fire_in_order(keys, bucket, fired)
+        for key in keys:
             del bucket[key]
-            self._loc[key] = bucket  # _fire_in_order forgets it
-        self._fire_in_order(due, fired)
         if not bucket:
             level.take(number)
 
@@ -358,26 +376,22 @@ class TimingWheel(Generic[K, V]):
         scheduled at the same time (ties keep scheduling order).
         """
         bucket = level.take(number)
-        nt = self._nt = number << level.shift
-        self._now = nt * self._tick
-        tick = self._tick
-        if level is self._levels[1] and tick == 1:
+        nt = self._nt = number << level.shift  # the clock jumps; _now catches up when advance ends
+        if level is self._levels[1] and self._tick == 1:
             due = self._spill_to_level0(bucket, target)
         else:
             due = self._spill(bucket, target, nt)
         if due:
-            self._fire_in_order(due, fired)
+            self._fire_in_order(due, bucket, fired)
 
-    def _spill(
-        self, bucket: dict[K, tuple[int, V]], target: int, nt: int
-    ) -> list[tuple[K, tuple[int, V]]]:
+    def _spill(self, bucket: dict[K, V], target: int, nt: int) -> list[K]:
         """Move the timers due after ``target`` to lower levels (clock at tick ``nt``); return the others."""
-        tick, by_bits, loc = self._tick, self._by_bits, self._loc
-        due: list[tuple[K, tuple[int, V]]] = []
-        for key, record in bucket.items():
-            due_ms = record[0]
+        tick, by_bits, dues = self._tick, self._by_bits, self._due
+        due: list[K] = []
+        for key, item in bucket.items():
+            due_ms = dues[key]
             if due_ms <= target:
-                due.append((key, record))
+                due.append(key)
                 continue
             t = due_ms // tick
             lower = by_bits[(t ^ nt).bit_length()]
@@ -386,36 +400,34 @@ class TimingWheel(Generic[K, V]):
             if into is None:
                 into = lower.buckets[n] = {}
                 heappush(lower.heap, n)
-            into[key] = record
-            loc[key] = into
+            into[key] = item
         return due
 
-    def _spill_to_level0(self, bucket: dict[K, tuple[int, V]], target: int) -> list[tuple[K, tuple[int, V]]]:
+    def _spill_to_level0(self, bucket: dict[K, V], target: int) -> list[K]:
         """:meth:`_spill` from level 1 with 1 ms ticks: each timer lands in the level-0 bucket of its ms."""
         level0 = self._levels[0]
-        buckets, heap, loc = level0.buckets, level0.heap, self._loc
-        due: list[tuple[K, tuple[int, V]]] = []
-        for key, record in bucket.items():
-            due_ms = record[0]
+        buckets, heap, dues = level0.buckets, level0.heap, self._due
+        due: list[K] = []
+        for key, item in bucket.items():
+            due_ms = dues[key]
             if due_ms <= target:
-                due.append((key, record))
+                due.append(key)
                 continue
             into = buckets.get(due_ms)
             if into is None:
                 into = buckets[due_ms] = {}
                 heappush(heap, due_ms)
-            into[key] = record
-            loc[key] = into
+            into[key] = item
         return due
 
     # -- next due -----------------------------------------------------------------------------------
 
-    def _earliest(self) -> tuple[K, tuple[int, V]]:
-        """The pending entry due first (scanning one bucket); the wheel must not be empty."""
+    def _earliest_key(self) -> K:
+        """A key due first (scanning one bucket); the wheel must not be empty."""
         if self._overdue:
-            return min(self._overdue.items(), key=_due_of_entry)
+            return min(self._overdue, key=self._due.__getitem__)
         for level in self._levels:
             number = level.first_number()
             if number is not None:
-                return min(level.buckets[number].items(), key=_due_of_entry)
+                return min(level.buckets[number], key=self._due.__getitem__)
         raise AssertionError("pending timers but no non-empty bucket")

@@ -62,6 +62,13 @@ class WheelMatchesSortedList(RuleBasedStateMachine):
         self.wheel.schedule(key, due, item)
         self.model.schedule(key, due, item)
 
+    @rule(key=KEYS, back=st.integers(min_value=1, max_value=30))
+    def schedule_in_the_past(self, key: int, back: int) -> None:
+        due = self.model.now_ms - back
+        item = self._item(key)
+        self.wheel.schedule(key, due, item)
+        self.model.schedule(key, due, item)
+
     @precondition(lambda self: len(self.model) > 0)
     @rule(data=st.data())
     def schedule_tie_with_pending(self, data: st.DataObject) -> None:
