@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from actwheel.clock import VirtualClock
-from actwheel.storage import Store, open_store
+from actwheel.storage import Store, Transaction, open_store
 from actwheel.storage.records import Automation, NewAutomation, NewRun, Origin, Run
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
@@ -47,8 +49,29 @@ class Backend:
             self.clock.advance(seconds)
             return
         start = await db_now(store)
-        while await db_now(store) < start + timedelta(seconds=seconds):
+        # Nothing signals "the database clock moved": poll it (bounded by ``seconds``).
+        while await db_now(store) < start + timedelta(seconds=seconds):  # noqa: ASYNC110
             await asyncio.sleep(seconds / 4)
+
+
+async def aborted(store: Store, work: Callable[[Transaction], Awaitable[object]]) -> None:
+    """Do ``work`` in a transaction, then fail it: nothing it did may remain."""
+
+    async def work_then_fail(tx: Transaction) -> None:
+        await work(tx)
+        raise _Abort
+
+    with pytest.raises(_Abort):
+        await in_transaction(store, work_then_fail)
+
+
+class _Abort(Exception):
+    pass
+
+
+async def in_transaction(store: Store, work: Callable[[Transaction], Awaitable[object]]) -> None:
+    async with store.transaction() as tx:
+        await work(tx)
 
 
 async def db_now(store: Store) -> datetime:
