@@ -48,8 +48,7 @@ class Auditor(ConsumerActor):
         except StorageUnavailable:
             raise Retry(delay=1.0) from None
 
-    async def work(self) -> None:
-        await self.stopping.wait()
+    async def drain(self) -> None:
         await self._committer.close()
 
     async def _append(self, entries: Sequence[NewAuditEntry]) -> list[int]:

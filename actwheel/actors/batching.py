@@ -28,9 +28,15 @@ class GroupCommitter(Generic[T, R]):
         self._max_batch = max_batch
         self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
     async def submit(self, item: T) -> R:
-        """Return once ``item`` is committed, with its result; raises what the flush raised."""
+        """Return once ``item`` is committed, with its result; raises what the flush raised.
+
+        After :meth:`close`, items are committed one by one, directly.
+        """
+        if self._closed:
+            return (await self._flush([item]))[0]
         self._ensure_flusher()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         await self._queue.put((item, future))
@@ -41,6 +47,7 @@ class GroupCommitter(Generic[T, R]):
 
         A batch interrupted mid-commit fails its callers with ``CancelledError``.
         """
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

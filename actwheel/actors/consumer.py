@@ -41,6 +41,9 @@ class ConsumerActor(Actor):
         """Background work besides consuming; the default waits for stop."""
         await self.stopping.wait()
 
+    async def drain(self) -> None:
+        """Finish in-flight work once intake has stopped (subscriptions cancelled)."""
+
     async def run(self) -> None:
         try:
             for item in self.intake():
@@ -50,7 +53,8 @@ class ConsumerActor(Actor):
             self.mark_ready()
             await self.work()
         finally:
-            await self._cancel_subscriptions()
+            await self._cancel_subscriptions()  # stop intake first; handlers in flight get the bus grace
+            await self.drain()
 
     async def _cancel_subscriptions(self) -> None:
         subscriptions, self._subscriptions = self._subscriptions, []

@@ -83,7 +83,6 @@ class ExecutorRouter(ConsumerActor):
         while not self.stopping.is_set():
             await sleep_or_wake(self._clock, self._lease_s / 3, self.stopping)
             await self._renew_leases()
-        await self._drain()
 
     @property
     def in_flight(self) -> int:
@@ -183,7 +182,7 @@ class ExecutorRouter(ConsumerActor):
                 if not await tx.runs.renew(run.id, self._instance, run.lease_epoch, self._lease_s):
                     _log.warning("lease_lost", run_id=run.id)
 
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
         tasks = [task for _, task in list(self._in_flight.values())]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

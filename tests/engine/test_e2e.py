@@ -1,0 +1,136 @@
+"""End to end on both stacks: triggers fire, runs succeed with their audit trail, events reach the bus.
+
+Embedded stack: memory bus + SQLite under a VirtualClock (the test moves time).
+Services stack: RabbitMQ + PostgreSQL under the system clock (schedules a second apart).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+
+from engine_harness import Stack
+
+from actwheel.bus import Envelope
+from actwheel.clock import VirtualClock
+from actwheel.service import Caller
+from actwheel.storage.records import AutomationStatus, RunStatus
+
+ALICE = Caller("alice")
+LOG_ACTION = {"type": "simple.op", "config": {"op": "log", "message": "hello from ${run.id}"}}
+PHASES = ["DISPATCH", "PERMISSION", "VALIDATE", "EXECUTE", "EXECUTE"]
+
+
+async def pass_time(stack: Stack, seconds: float) -> None:
+    """Move virtual time on the embedded stack; real time passes by itself on the services stack."""
+    if isinstance(stack.clock, VirtualClock):
+        await stack.clock.advance_and_settle(seconds)
+
+
+async def wait_succeeded(stack: Stack, log, count: int, step: float = 1.0) -> list[dict]:
+    """Advance time step by step until ``count`` runs succeeded (bounded)."""
+    for _ in range(count + 5):
+        if len(log.of("run.succeeded")) >= count:
+            break
+        await pass_time(stack, step)
+        try:
+            await log.wait_count("run.succeeded", min(count, len(log.of("run.succeeded")) + 1), timeout=5)
+        except TimeoutError:
+            continue
+    return await log.wait_count("run.succeeded", count, timeout=10)
+
+
+async def assert_full_trail(engine, run_id: str) -> None:
+    async with engine.store.transaction() as tx:
+        run = await tx.runs.get(run_id)
+        trail = await tx.audit.trail(run_id)
+    assert run.status is RunStatus.SUCCEEDED
+    phases = [entry.phase for entry in trail]
+    assert phases[:5] == PHASES, phases
+    assert trail[3].details["state"] == "started" and trail[4].details["state"] == "completed"
+
+
+def _seconds_from_now(stack: Stack, seconds: int) -> str:
+    return (stack.clock.now() + timedelta(seconds=seconds)).astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+async def test_repeat_every_second_fires_each_instant_once(stack: Stack) -> None:
+    engine = stack.engine()
+    async with engine, stack.watch(engine) as log:
+        automation = await engine.service.create(ALICE, {
+            "name": "every second",
+            "trigger": {"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "SECONDS",
+                        "start_date_time": _seconds_from_now(stack, 1)},
+            "action": LOG_ACTION, "policy": {"overlap": "allow"}})
+        events = await wait_succeeded(stack, log, 3)
+        mine = [e for e in events if e["automation_id"] == automation.id]
+        instants = [e["scheduled_for"] for e in mine]
+        assert len(instants) == len(set(instants)) >= 3
+        await assert_full_trail(engine, mine[0]["run_id"])
+        assert len(log.of("action.completed")) >= 3
+
+
+async def test_once_fires_once_then_completes(stack: Stack) -> None:
+    engine = stack.engine()
+    async with engine, stack.watch(engine) as log:
+        automation = await engine.service.create(ALICE, {
+            "trigger": {"type": "once", "at": _seconds_from_now(stack, 2)}, "action": LOG_ACTION})
+        [event] = await wait_succeeded(stack, log, 1)
+        assert event["automation_id"] == automation.id
+        await assert_full_trail(engine, event["run_id"])
+        stored = await engine.service.get(automation.id)
+        assert stored.status is AutomationStatus.COMPLETED and stored.next_run_at is None
+
+
+async def test_cron_fires_on_the_second(stack: Stack) -> None:
+    engine = stack.engine()
+    async with engine, stack.watch(engine) as log:
+        automation = await engine.service.create(ALICE, {
+            "trigger": {"type": "cron", "expression": "* * * * * ?", "timezone": "Europe/Berlin"},
+            "action": LOG_ACTION, "policy": {"overlap": "allow"}})
+        events = await wait_succeeded(stack, log, 2)
+        assert {e["automation_id"] for e in events} == {automation.id}
+        for event in events:
+            assert event["scheduled_for"].endswith("+00:00") and ".000" not in event["scheduled_for"]
+
+
+async def test_event_trigger_fires_per_event_with_its_payload(stack: Stack) -> None:
+    engine = stack.engine()
+    async with engine, stack.watch(engine) as log:
+        automation = await engine.service.create(ALICE, {
+            "trigger": {"type": "event", "routing_key": "orders.*.created"},
+            "action": {"type": "simple.op", "config": {"op": "assert", "condition": "event.data.total > 10"}}})
+        await _until_bound(engine, "orders.*.created")
+        for total in (50, 70):
+            event = Envelope.new(type="order.created", data={"total": total}, source="shop")
+            await engine.bus.publish(engine.bus.topology.events, "orders.eu.created", event)
+        await engine.bus.publish(engine.bus.topology.events, "orders.eu.deleted",
+                                 Envelope.new(type="order.deleted", data={}, source="shop"), mandatory=False)
+        events = await log.wait_count("run.succeeded", 2)
+        assert {e["automation_id"] for e in events} == {automation.id}
+        async with engine.store.transaction() as tx:
+            runs = await tx.runs.query(automation_id=automation.id)
+        assert sorted(r.context["event"]["data"]["total"] for r in runs) == [50, 70]
+        assert all(r.dedupe_key.startswith("event:") for r in runs)
+
+
+async def _until_bound(engine, pattern: str) -> None:
+    planner = engine.actors["planner"]
+    for _ in range(50):
+        if pattern in planner._bound:
+            return
+        await planner._bind_event_patterns()
+    raise AssertionError(f"planner never bound {pattern}")
+
+
+async def test_ad_hoc_request_is_idempotent_by_key(stack: Stack) -> None:
+    from actwheel.messages import ActionRequested
+
+    engine = stack.engine()
+    async with engine, stack.watch(engine) as log:
+        request = ActionRequested(type="SimpleOp", config={"op": "set_variable", "name": "x", "value": 1},
+                                  owner_id="alice", idempotency_key="k-1")
+        first = await engine.service.submit_action(ALICE, request)
+        again = await engine.service.submit_action(ALICE, request)
+        assert first.created and not again.created and again.run.id == first.run.id
+        [event] = await log.wait_count("run.succeeded", 1)
+        assert event["run_id"] == first.run.id
