@@ -98,6 +98,11 @@ class Executor(ABC):
         return rows[0] if rows else None
 
     @abstractmethod
+    async def guarded_row(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        """:meth:`fetchrow`, but a constraint violation leaves the transaction usable
+        (a savepoint on PostgreSQL; SQLite undoes only the failed statement anyway)."""
+
+    @abstractmethod
     async def fetch_rows(
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
     ) -> list[Row]:
@@ -339,7 +344,7 @@ class SqlAutomations(AutomationRepository):
     async def create(self, new: NewAutomation) -> Automation:
         params = self._create_params(new)
         try:
-            row = await self._x.fetchrow("insert_automation", params)
+            row = await self._x.guarded_row("insert_automation", params)
         except IntegrityViolation as exc:
             if exc.kind == "unique":
                 raise Conflict("automation", params["id"], "id already exists") from None
@@ -840,7 +845,7 @@ class SqlOntology(OntologyRepository):
 
     async def delete_type(self, name: str) -> None:
         try:
-            row = await self._x.fetchrow("delete_type", {"name": name})
+            row = await self._x.guarded_row("delete_type", {"name": name})
         except IntegrityViolation:
             raise Conflict("object_type", name, "objects of this type still exist") from None
         if row is None:
@@ -861,7 +866,7 @@ class SqlOntology(OntologyRepository):
             "created_by": created_by,
         }
         try:
-            row = await self._x.fetchrow("insert_object", params)
+            row = await self._x.guarded_row("insert_object", params)
         except IntegrityViolation as exc:
             if exc.kind == "foreign_key":
                 raise NotFound("object_type", object_type) from None
@@ -905,7 +910,7 @@ class SqlOntology(OntologyRepository):
         before = await self.get_object(object_id)
         params = {"id": object_id, "expected_version": _version("expected_version", expected_version, optional=True)}
         try:
-            row = await self._x.fetchrow("soft_delete_object" if soft else "hard_delete_object", params)
+            row = await self._x.guarded_row("soft_delete_object" if soft else "hard_delete_object", params)
         except IntegrityViolation:
             raise Conflict("object", object_id, "it still has relations") from None
         if row is None:
@@ -923,7 +928,7 @@ class SqlOntology(OntologyRepository):
             "created_at": c.aware("created_at", obj.created_at),
         }
         try:
-            row = await self._x.fetchrow("restore_object", params)
+            row = await self._x.guarded_row("restore_object", params)
         except IntegrityViolation:
             raise NotFound("object_type", obj.object_type) from None
         assert row is not None
@@ -948,7 +953,7 @@ class SqlOntology(OntologyRepository):
             "created_by": created_by,
         }
         try:
-            row = await self._x.fetchrow("insert_relation", params)
+            row = await self._x.guarded_row("insert_relation", params)
         except IntegrityViolation as exc:
             if exc.kind == "foreign_key":
                 raise NotFound("object", f"{source} or {target}") from None
@@ -988,7 +993,7 @@ class SqlPrincipals(PrincipalRepository):
             "status": c.enum_value("status", PrincipalStatus, status).value,
         }
         try:
-            row = await self._x.fetchrow("insert_principal", params)
+            row = await self._x.guarded_row("insert_principal", params)
         except IntegrityViolation:
             raise Conflict("principal", principal_id, "already exists") from None
         assert row is not None
@@ -1038,7 +1043,7 @@ class SqlApiKeys(ApiKeyRepository):
             "name": new.name,
         }
         try:
-            row = await self._x.fetchrow("insert_api_key", params)
+            row = await self._x.guarded_row("insert_api_key", params)
         except IntegrityViolation as exc:
             if exc.kind == "foreign_key":
                 raise NotFound("principal", new.owner_id) from None
@@ -1084,7 +1089,7 @@ class SqlSecrets(SecretRepository):
             "ciphertext": _ciphertext(ciphertext),
         }
         try:
-            row = await self._x.fetchrow("insert_secret", params)
+            row = await self._x.guarded_row("insert_secret", params)
         except IntegrityViolation:
             raise Conflict("secret", f"{owner_id}/{name}", "already exists (rotate it instead)") from None
         assert row is not None

@@ -95,6 +95,20 @@ class _PgExecutor(Executor):
             rows: list[Row] = await self._conn.fetch(query.sql, *self._args(query, params), timeout=self._timeout)
         return rows
 
+    async def guarded_row(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        savepoint = self._conn.transaction()  # nested in the open transaction: a SAVEPOINT
+        with _mapped():
+            await savepoint.start()
+        try:
+            row = await self.fetchrow(name, params)
+        except BaseException:
+            with _mapped():
+                await savepoint.rollback()
+            raise
+        with _mapped():
+            await savepoint.commit()
+        return row
+
     async def fetch_rows(
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
     ) -> list[Row]:

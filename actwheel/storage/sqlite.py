@@ -92,6 +92,9 @@ class _SqliteExecutor(Executor):
             rows = await self._conn.execute_fetchall(query.sql, self._bind(query, params))
         return cast(list[Row], list(rows))  # sqlite3.Row is a mapping by column name
 
+    async def guarded_row(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        return await self.fetchrow(name, params)
+
     async def fetch_rows(
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
     ) -> list[Row]:
