@@ -85,6 +85,7 @@ V = TypeVar("V")
 
 DEFAULT_WHEEL_SIZE = 4096
 _MAX_MS = 2**63 - 1
+_NEVER = 2**64  # later than any tick
 
 
 def _require_ms(field: str, value: object, *, minimum: int = 0) -> int:
@@ -140,7 +141,8 @@ class TimingWheel(Generic[K, V]):
     """
 
     __slots__ = (
-        "_bits", "_by_bits", "_due", "_levels", "_min", "_min_key", "_now", "_nt", "_overdue", "_tick",
+        "_bits", "_by_bits", "_due", "_levels", "_min", "_min_key", "_next_event", "_now", "_nt", "_overdue",
+        "_tick",
     )
 
     def __init__(self, now_ms: int = 0, *, tick_ms: int = 1, wheel_size: int = DEFAULT_WHEEL_SIZE) -> None:
@@ -160,6 +162,7 @@ class TimingWheel(Generic[K, V]):
         # Cached earliest due time and one key due then; valid while that key is still pending at that time.
         self._min: int | None = None
         self._min_key: K
+        self._next_event = _NEVER  # a tick <= the start of every registered bucket
         self._grow(self._bits)  # level 0; overflow levels are opened when a timer first needs one
 
     # -- public API ---------------------------------------------------------------------------------
@@ -204,7 +207,7 @@ class TimingWheel(Generic[K, V]):
                 n = t >> level.shift
                 bucket = level.buckets.get(n)
                 if bucket is None:
-                    bucket = level.open_bucket(n)
+                    bucket = self._open(level, n)
         except (TypeError, IndexError):
             bucket = self._bucket_slow(due_ms)
         dues = self._due
@@ -244,13 +247,10 @@ class TimingWheel(Generic[K, V]):
         if type(now_ms) is not int:
             _require_ms("now_ms", now_ms)
         target = now_ms if now_ms > self._now else self._now
-        fired: list[V] = []
-        if self._overdue:
-            self._fire_overdue(fired)
         target_tick = target // self._tick
-        while not self._drain_level0(target, target_tick, fired):
-            if not self._cascade_next(target, target_tick, fired):
-                break
+        fired: list[V] = []
+        if target_tick >= self._next_event or self._overdue:  # else no bucket starts by target: just move
+            self._fire_until(target, target_tick, fired)
         self._now = target
         self._nt = target_tick
         return fired
@@ -293,7 +293,13 @@ class TimingWheel(Generic[K, V]):
         self._grow((t ^ self._nt).bit_length())
         level = self._by_bits[(t ^ self._nt).bit_length()]
         n = t >> level.shift
-        return level.buckets.get(n) or level.open_bucket(n)
+        return level.buckets.get(n) or self._open(level, n)
+
+    def _open(self, level: _Level[K, V], number: int) -> dict[K, V]:
+        start = number << level.shift
+        if start < self._next_event:
+            self._next_event = start
+        return level.open_bucket(number)
 
     def _grow(self, bits: int) -> None:
         """Extend the bit-length -> level table to ``bits`` (creating levels as needed)."""
@@ -306,6 +312,21 @@ class TimingWheel(Generic[K, V]):
             self._by_bits.append(self._levels[index])
 
     # -- advancing ----------------------------------------------------------------------------------
+
+    def _fire_until(self, target: int, target_tick: int, fired: list[V]) -> None:
+        if self._overdue:
+            self._fire_overdue(fired)
+        while not self._drain_level0(target, target_tick, fired):
+            if not self._cascade_next(target, target_tick, fired):
+                break
+        self._next_event = self._first_bucket_start()
+
+    def _first_bucket_start(self) -> int:
+        """Start tick of the earliest registered bucket (levels are ordered in time), or _NEVER."""
+        for level in self._levels:
+            if level.heap:
+                return level.heap[0] << level.shift
+        return _NEVER
 
     def _fire_overdue(self, fired: list[V]) -> None:
         self._fire_in_order(list(self._overdue), self._overdue, fired)
