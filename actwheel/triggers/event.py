@@ -15,12 +15,13 @@ AMQP's limit for a routing key.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from actwheel.bus.routing import topic_matches  # one matcher for the bus and the triggers
 from actwheel.errors import InvalidTrigger
 from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
 from actwheel.triggers.once import check_fields
@@ -46,32 +47,6 @@ def validate_topic_pattern(pattern: Any, field: str = "routing_key") -> str:
         if not _WORD.fullmatch(word):
             raise InvalidTrigger(field, pattern, f"{_EXPECTED}; word {index + 1} ({word!r}) is not valid")
     return pattern
-
-
-def topic_matches(pattern: str, routing_key: str) -> bool:
-    """True when ``routing_key`` matches the topic ``pattern`` (AMQP semantics).
-
-    The empty routing key has no words (as in RabbitMQ): ``#`` matches it, ``*`` does not.
-    """
-    keys = routing_key.split(".") if routing_key else []
-    # Memoised on (pattern position, key position): O(len(pattern) * len(keys)) even with many '#'.
-    return _match_from(pattern.split("."), keys, 0, 0, {})
-
-
-def _match_from(pattern: Sequence[str], keys: Sequence[str], p: int, k: int,
-                memo: dict[tuple[int, int], bool]) -> bool:
-    if (p, k) in memo:
-        return memo[(p, k)]
-    if p == len(pattern):
-        result = k == len(keys)
-    elif pattern[p] == "#":
-        result = _match_from(pattern, keys, p + 1, k, memo) or (
-            k < len(keys) and _match_from(pattern, keys, p, k + 1, memo))
-    else:
-        word_matches = k < len(keys) and pattern[p] in ("*", keys[k])
-        result = word_matches and _match_from(pattern, keys, p + 1, k + 1, memo)
-    memo[(p, k)] = result
-    return result
 
 
 @dataclass(frozen=True, slots=True)
