@@ -55,11 +55,13 @@ DEFAULT_DATABASE_URL = "sqlite:///actwheel.db"
 _EXPECTED = "a sqlite:///path, sqlite:///:memory: or postgresql://user:password@host/db URL"
 
 
-def open_store(url: str, *, clock: Clock | None = None, partitions: int = 64) -> Store:
+def open_store(url: str, *, clock: Clock | None = None, partitions: int = 64, migrate: bool = True) -> Store:
     """A store for ``url`` (not started: ``await store.start()``).
 
     :param clock: the clock of the SQLite store (PostgreSQL always uses the database clock)
     :param partitions: N in ``partition = hash(id) mod N`` for new automations
+    :param migrate: whether ``start()`` applies pending migrations (``actwheel migrate`` says no,
+        to call :meth:`Store.migrate` itself and report)
     :raises InvalidInput: ``database`` is not a URL of a known scheme
     """
     if not isinstance(url, str):
@@ -68,20 +70,20 @@ def open_store(url: str, *, clock: Clock | None = None, partitions: int = 64) ->
         raise InvalidInput("partitions", partitions, "an integer from 1 to 4096")
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
-        return _sqlite(url, clock, partitions)
+        return _sqlite(url, clock, partitions, migrate)
     if scheme in ("postgresql", "postgres"):
         from actwheel.storage.postgres import PostgresStore
 
-        return PostgresStore(url, partitions=partitions)
+        return PostgresStore(url, partitions=partitions, migrate_on_start=migrate)
     raise InvalidInput("database", redact_url(url), _EXPECTED)
 
 
-def _sqlite(url: str, clock: Clock | None, partitions: int) -> Store:
+def _sqlite(url: str, clock: Clock | None, partitions: int, migrate: bool) -> Store:
     from actwheel.storage.sqlite import SqliteStore
 
     if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
         raise InvalidInput("database", url, _EXPECTED)
-    return SqliteStore(url[len("sqlite:///") :], clock=clock, partitions=partitions)
+    return SqliteStore(url[len("sqlite:///") :], clock=clock, partitions=partitions, migrate_on_start=migrate)
 
 
 def redact_url(url: str) -> str:

@@ -9,6 +9,7 @@ database's ``now()``. The relay is woken by LISTEN/NOTIFY on a channel per schem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -34,6 +35,7 @@ _INTEGRITY_KINDS: tuple[tuple[type[Exception], str], ...] = (
 _TRANSIENT = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
 _UNREACHABLE = (
     asyncpg.PostgresConnectionError,
+    asyncpg.InternalClientError,  # the protocol of a connection the server dropped under us
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
@@ -71,7 +73,7 @@ def _translate(exc: BaseException) -> Exception | None:
 def _mapped() -> Iterator[None]:
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, OSError) as exc:
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError, OSError) as exc:
         ours = _translate(exc)
         if ours is None:
             raise
@@ -155,6 +157,7 @@ class PostgresStore(Store):
     :param acquire_timeout_s: at most this long to get a pooled connection
     :param statement_timeout_s: at most this long for any one statement
     :param partitions: N in ``partition = hash(id) mod N`` for new automations
+    :param migrate_on_start: apply pending migrations in :meth:`start`
     """
 
     dialect = "postgres"
@@ -169,6 +172,7 @@ class PostgresStore(Store):
         statement_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
         partitions: int = 64,
+        migrate_on_start: bool = True,
     ) -> None:
         self._dsn = dsn
         self._min_size = min_size
@@ -177,6 +181,7 @@ class PostgresStore(Store):
         self._statement_timeout = statement_timeout_s
         self._connect_timeout = connect_timeout_s
         self._partitions = partitions
+        self._migrate_on_start = migrate_on_start
         self._queries = load_queries("postgres")
         self._pool: asyncpg.Pool | None = None
         self._channel = ""
@@ -207,7 +212,8 @@ class PostgresStore(Store):
             schema = await _PgExecutor(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
         assert schema is not None
         self._channel = _channel(str(schema["schema"]))
-        await self.migrate()
+        if self._migrate_on_start:
+            await self.migrate()
 
     async def stop(self) -> None:
         self._stopped = True
@@ -237,14 +243,12 @@ class PostgresStore(Store):
         try:
             await pool.release(conn, timeout=self._acquire_timeout)
         except Exception:  # a broken connection: drop it, the pool opens a fresh one on demand
-            conn.terminate()
+            with contextlib.suppress(Exception):
+                conn.terminate()
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[_PgExecutor]:
-        async with self._connection() as conn:
-            tr = conn.transaction()
-            with _mapped():
-                await tr.start()
+        async with self._begun() as (conn, tr):
             x = _PgExecutor(conn, self._queries, self._statement_timeout)
             try:
                 yield x
@@ -255,6 +259,24 @@ class PostgresStore(Store):
             except BaseException:
                 await asyncio.shield(_rollback_quietly(tr, conn))
                 raise
+
+    @asynccontextmanager
+    async def _begun(self) -> AsyncIterator[tuple[asyncpg.Connection, Any]]:
+        """A pooled connection with an open transaction. A connection the server dropped while
+        idle in the pool is found out at BEGIN, before any work: drop it and take another."""
+        for attempt in range(self._max_size + 1):
+            async with self._connection() as conn:
+                tr = conn.transaction()
+                try:
+                    with _mapped():
+                        await tr.start()
+                except StorageUnavailable:
+                    if attempt == self._max_size:
+                        raise
+                    conn.terminate()
+                    continue
+                yield conn, tr
+                return
 
     async def migrate(self) -> list[str]:
         applied: list[str] = []
@@ -311,7 +333,8 @@ async def _rollback_quietly(tr: Any, conn: asyncpg.Connection) -> None:
     try:
         await tr.rollback()
     except Exception:  # the connection broke mid-transaction: the server rolls back; drop it
-        conn.terminate()
+        with contextlib.suppress(Exception):
+            conn.terminate()
 
 
 async def _close_quietly(conn: asyncpg.Connection, timeout_s: float) -> None:

@@ -121,6 +121,7 @@ class SqliteStore(Store):
     :param path: the database file, or ``":memory:"``
     :param clock: the clock that decides leases and due times (default: the system clock)
     :param partitions: N in ``partition = hash(id) mod N`` for new automations
+    :param migrate_on_start: apply pending migrations in :meth:`start`
     :param busy_timeout_s: how long to wait for another process's write lock
     """
 
@@ -132,11 +133,13 @@ class SqliteStore(Store):
         *,
         clock: Clock | None = None,
         partitions: int = 64,
+        migrate_on_start: bool = True,
         busy_timeout_s: float = 5.0,
     ) -> None:
         self.path = path
         self.clock = clock or SystemClock()
         self._partitions = partitions
+        self._migrate_on_start = migrate_on_start
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._queries = load_queries("sqlite")
         self._conn: aiosqlite.Connection | None = None
@@ -153,7 +156,8 @@ class SqliteStore(Store):
         if self._stopped:
             raise StorageUnavailable("this SqliteStore was stopped; open a new one")
         self._conn = await self._open()
-        await self.migrate()
+        if self._migrate_on_start:
+            await self.migrate()
 
     async def _open(self) -> aiosqlite.Connection:
         try:
