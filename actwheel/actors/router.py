@@ -11,7 +11,8 @@ lease. Ad hoc ``action.request`` messages become runs and take the same path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -109,14 +110,25 @@ class ExecutorRouter(ConsumerActor):
             raise outcome_of(exc) from exc
 
     async def claim_and_start(self, run_ids: Sequence[str]) -> list[Run]:
-        """Claim what this instance can; start executing each claimed run. Returns the claimed runs."""
-        async with self._store.transaction() as tx:
-            claimed = await tx.runs.claim_many(list(run_ids), self._instance, self._lease_s)
-        for run in claimed:
-            await self._slots.acquire()  # backpressure: the bus handler waits, prefetch does the rest
-            task = asyncio.create_task(self._execute(run), name=f"run:{run.id}")
-            self._in_flight[run.id] = (run, task)
-        return claimed
+        """Claim what this instance can; start executing each claimed run. Returns the claimed runs.
+
+        Execution slots are taken *before* claiming, so a claimed run never waits for a slot
+        while its lease runs out; the bus handler waits instead (backpressure through prefetch).
+        """
+        claimed_all: list[Run] = []
+        chunk = max(1, self._concurrency // 2)
+        for start in range(0, len(run_ids), chunk):
+            ids = list(run_ids[start : start + chunk])
+            for _ in ids:
+                await self._slots.acquire()
+            async with _released_on_error(self._slots, len(ids)), self._store.transaction() as tx:
+                claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
+            for _ in range(len(ids) - len(claimed)):
+                self._slots.release()
+            for run in claimed:
+                self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run), name=f"run:{run.id}"))
+            claimed_all.extend(claimed)
+        return claimed_all
 
     # --- execution -------------------------------------------------------------------------
 
@@ -187,6 +199,16 @@ class ExecutorRouter(ConsumerActor):
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self._finisher.close()
+
+
+@contextlib.asynccontextmanager
+async def _released_on_error(slots: asyncio.Semaphore, count: int) -> AsyncIterator[None]:
+    try:
+        yield
+    except BaseException:
+        for _ in range(count):
+            slots.release()
+        raise
 
 
 def request_of(run: Run) -> DispatchRequest:
