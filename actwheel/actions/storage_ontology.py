@@ -104,7 +104,7 @@ class OntologyChanged(Message):
 
 
 def cdc_routing_key(entity: str, type_name: str, change: str) -> str:
-    """``cdc.ontology.<type>.<change>`` for objects, ``cdc.ontology.relation.<type>.<change>`` for relations."""
+    """``cdc.ontology.<type>.<change>`` (objects) or ``cdc.ontology.relation.<type>.<change>`` (relations)."""
     word = _WORD.sub("_", type_name) or "_"
     middle = f"relation.{word}" if entity == "relation" else word
     return f"cdc.ontology.{middle}.{change}"
@@ -124,13 +124,21 @@ class _KeyTaken(Exception):
 
 def _object(rec: records.OntologyObject) -> OntologyObject:
     return OntologyObject(
-        id=rec.id, object_type=rec.object_type, properties=rec.properties, version=rec.version, deleted=rec.deleted
+        id=rec.id,
+        object_type=rec.object_type,
+        properties=rec.properties,
+        version=rec.version,
+        deleted=rec.deleted,
     )
 
 
 def _relation(rec: records.Relation) -> Relation:
     return Relation(
-        id=rec.id, relation_type=rec.relation_type, source=rec.source, target=rec.target, properties=rec.properties
+        id=rec.id,
+        relation_type=rec.relation_type,
+        source=rec.source,
+        target=rec.target,
+        properties=rec.properties,
     )
 
 
@@ -295,11 +303,16 @@ class StorageOntology(OntologyGateway):
     ) -> ObjectChange:
         async def change(tx: Transaction) -> tuple[ObjectChange, dict[str, Any]]:
             done = await self._update(tx, object_id, properties, expected_version, merge)
-            return done, {"op": "update_object", "before": done.before.as_dict(), "after": done.after.as_dict()}
+            return done, {
+                "op": "update_object",
+                "before": done.before.as_dict(),
+                "after": done.after.as_dict(),
+            }
 
         def replay(recorded: dict[str, Any]) -> ObjectChange:
             return ObjectChange(
-                before=OntologyObject.from_dict(recorded["before"]), after=OntologyObject.from_dict(recorded["after"])
+                before=OntologyObject.from_dict(recorded["before"]),
+                after=OntologyObject.from_dict(recorded["after"]),
             )
 
         for _ in range(_MERGE_ATTEMPTS - 1):
@@ -311,7 +324,12 @@ class StorageOntology(OntologyGateway):
             raise Conflict("object", object_id, "changed concurrently on every attempt; retry") from None
 
     async def _update(
-        self, tx: Transaction, object_id: str, properties: Mapping[str, Any], expected: int | None, merge: bool
+        self,
+        tx: Transaction,
+        object_id: str,
+        properties: Mapping[str, Any],
+        expected: int | None,
+        merge: bool,
     ) -> ObjectChange:
         before = _object(await tx.ontology.get_object(object_id))
         _check_version(before, expected)
@@ -321,7 +339,9 @@ class StorageOntology(OntologyGateway):
             raise InvalidAction.collect(errors)
         try:
             # compare-and-set on the version read above, so a merge never loses a concurrent write
-            after = _object(await tx.ontology.update_object(object_id, merged, expected_version=before.version))
+            after = _object(
+                await tx.ontology.update_object(object_id, merged, expected_version=before.version)
+            )
         except Conflict:
             if expected is not None:
                 raise
@@ -343,7 +363,9 @@ class StorageOntology(OntologyGateway):
 
         return await self._once(idempotency_key, change, lambda r: OntologyObject.from_dict(r["before"]))
 
-    async def _delete(self, tx: Transaction, object_id: str, soft: bool, expected: int | None) -> OntologyObject:
+    async def _delete(
+        self, tx: Transaction, object_id: str, soft: bool, expected: int | None
+    ) -> OntologyObject:
         before = _object(await tx.ontology.get_object(object_id))
         _check_version(before, expected)
         if not soft:
@@ -353,7 +375,9 @@ class StorageOntology(OntologyGateway):
         await tx.outbox.append(self._object_event("deleted", before=before, after=after, hard=not soft))
         return before
 
-    async def restore_object(self, snapshot: OntologyObject, *, expected_version: int | None = None) -> OntologyObject:
+    async def restore_object(
+        self, snapshot: OntologyObject, *, expected_version: int | None = None
+    ) -> OntologyObject:
         async with self._store.transaction() as tx:
             current = await _maybe_object(tx, snapshot.id)
             if current is not None:
@@ -383,9 +407,17 @@ class StorageOntology(OntologyGateway):
         return await self._once(idempotency_key, change, lambda r: Relation.from_dict(r["relation"]))
 
     async def _link(
-        self, tx: Transaction, kind: str, source: str, target: str, properties: dict[str, Any], relation_id: str | None
+        self,
+        tx: Transaction,
+        kind: str,
+        source: str,
+        target: str,
+        properties: dict[str, Any],
+        relation_id: str | None,
     ) -> Relation:
-        await tx.ontology.get_object(source)  # NotFound unless live (the foreign key accepts soft-deleted ones)
+        await tx.ontology.get_object(
+            source
+        )  # NotFound unless live (the foreign key accepts soft-deleted ones)
         await tx.ontology.get_object(target)
         rec = await tx.ontology.create_relation(kind, source, target, properties, relation_id=relation_id)
         relation = _relation(rec)
@@ -409,7 +441,12 @@ class StorageOntology(OntologyGateway):
             if await _maybe_relation(tx, snapshot.id) is not None:
                 raise Conflict("relation", snapshot.id, "a relation with this id exists")
             return await self._link(
-                tx, snapshot.relation_type, snapshot.source, snapshot.target, dict(snapshot.properties), snapshot.id
+                tx,
+                snapshot.relation_type,
+                snapshot.source,
+                snapshot.target,
+                dict(snapshot.properties),
+                snapshot.id,
             )
 
     # --- queries ----------------------------------------------------------------------------
@@ -418,7 +455,9 @@ class StorageOntology(OntologyGateway):
         self, object_type: str | None = None, *, include_deleted: bool = False, limit: int = 100
     ) -> list[OntologyObject]:
         async with self._store.transaction() as tx:
-            names = [object_type] if object_type is not None else [t.name for t in await tx.ontology.list_types()]
+            names = (
+                [object_type] if object_type is not None else [t.name for t in await tx.ontology.list_types()]
+            )
             found = [
                 rec
                 for name in names

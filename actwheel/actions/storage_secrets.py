@@ -54,14 +54,18 @@ class SecretKeyMissing(InvalidInput):
 def validate_secret_name(name: Any) -> str:
     """:raises InvalidInput: ``name`` is not 1–200 of ``[A-Za-z0-9_.-]`` starting with a letter or digit"""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInput("name", name, "1-200 characters of A-Z a-z 0-9 _ . - starting with a letter or digit")
+        raise InvalidInput(
+            "name", name, "1-200 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
+        )
     return name
 
 
 def _validate_value(value: Any) -> str:
     # the value itself never appears in the error: only its type or size
     if not isinstance(value, str) or not value:
-        raise InvalidInput("value", MASK if isinstance(value, str) else type(value).__name__, "a non-empty string")
+        raise InvalidInput(
+            "value", MASK if isinstance(value, str) else type(value).__name__, "a non-empty string"
+        )
     if len(value.encode("utf-8")) > _MAX_VALUE_BYTES:
         raise InvalidInput("value", MASK, f"at most {_MAX_VALUE_BYTES} bytes")
     return value
@@ -75,7 +79,12 @@ class StoredSecret:
     version: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "value": MASK, "version": self.version, "reference": {SECRET_REF: self.name}}
+        return {
+            "name": self.name,
+            "value": MASK,
+            "version": self.version,
+            "reference": {SECRET_REF: self.name},
+        }
 
 
 class StorageSecretRepository:

@@ -48,7 +48,9 @@ async def test_create_commits_the_object_and_its_cdc_event(ontology: StorageOnto
     assert data["before"] is None
 
 
-async def test_invalid_properties_name_every_field_and_write_nothing(ontology: StorageOntology, store: Store) -> None:
+async def test_invalid_properties_name_every_field_and_write_nothing(
+    ontology: StorageOntology, store: Store
+) -> None:
     with pytest.raises(InvalidAction) as caught:
         await ontology.create_object("Order", {"qty": 0})
     fields = {e.field: e.value for e in caught.value.errors}
@@ -108,7 +110,9 @@ async def test_update_merges_bumps_the_version_and_emits_before_and_after(
     assert (data["before"]["version"], data["after"]["version"]) == (1, 2)
 
 
-async def test_a_stale_version_is_a_conflict_and_changes_nothing(ontology: StorageOntology, store: Store) -> None:
+async def test_a_stale_version_is_a_conflict_and_changes_nothing(
+    ontology: StorageOntology, store: Store
+) -> None:
     obj = await ontology.create_object("Order", {"sku": "A"})
     await ontology.update_object(obj.id, {"sku": "B"}, expected_version=1)
     with pytest.raises(Conflict, match="version is 2, not 1"):
@@ -167,14 +171,20 @@ async def test_restore_with_a_stale_version_is_a_conflict(ontology: StorageOntol
     assert (await ontology.get_object(obj.id)).properties == {"sku": "B"}
 
 
-async def test_hard_delete_removes_the_row_and_restore_recreates_it(ontology: StorageOntology, store: Store) -> None:
+async def test_hard_delete_removes_the_row_and_restore_recreates_it(
+    ontology: StorageOntology, store: Store
+) -> None:
     obj = await ontology.create_object("Order", {"sku": "A"})
     await ontology.delete_object(obj.id, soft=False, expected_version=1)
     with pytest.raises(NotFound):
         await ontology.get_object(obj.id, include_deleted=True)
     rk, _, data = (await cdc_rows(store))[-1]
     assert (rk, data["hard"], data["after"], data["before"]["id"]) == (
-        "cdc.ontology.Order.deleted", True, None, obj.id)
+        "cdc.ontology.Order.deleted",
+        True,
+        None,
+        obj.id,
+    )
     restored = await ontology.restore_object(obj)
     assert (restored.id, restored.version) == (obj.id, 2)
     assert (await cdc_rows(store))[-1][0] == "cdc.ontology.Order.created"
@@ -208,8 +218,11 @@ async def test_relations_create_list_delete_restore_with_cdc(ontology: StorageOn
     with pytest.raises(Conflict):
         await ontology.restore_relation(rel)
     keys = [rk for rk, _, _ in await cdc_rows(store)][2:]
-    assert keys == ["cdc.ontology.relation.pairs.created", "cdc.ontology.relation.pairs.deleted",
-                    "cdc.ontology.relation.pairs.created"]
+    assert keys == [
+        "cdc.ontology.relation.pairs.created",
+        "cdc.ontology.relation.pairs.deleted",
+        "cdc.ontology.relation.pairs.created",
+    ]
 
 
 async def test_a_relation_needs_two_live_objects(ontology: StorageOntology, store: Store) -> None:
@@ -231,7 +244,9 @@ async def test_listing_every_relation_is_not_available(ontology: StorageOntology
 def test_routing_keys_are_one_word_per_name() -> None:
     assert cdc_routing_key("object", "Order", "created") == "cdc.ontology.Order.created"
     assert cdc_routing_key("object", "shop.Order", "updated") == "cdc.ontology.shop_Order.updated"
-    assert cdc_routing_key("relation", "is part of/#", "deleted") == "cdc.ontology.relation.is_part_of__.deleted"
+    assert (
+        cdc_routing_key("relation", "is part of/#", "deleted") == "cdc.ontology.relation.is_part_of__.deleted"
+    )
 
 
 # --- the transaction holds the change and its CDC row together ------------------------------
@@ -318,7 +333,9 @@ async def test_a_key_reused_for_other_objects_is_a_conflict(ontology: StorageOnt
     assert await object_count(ontology) == 1
 
 
-async def test_concurrent_first_calls_with_one_key_create_once(ontology: StorageOntology, store: Store) -> None:
+async def test_concurrent_first_calls_with_one_key_create_once(
+    ontology: StorageOntology, store: Store
+) -> None:
     results = await asyncio.gather(
         *(ontology.create_objects([order("A"), order("B")], idempotency_key="same") for _ in range(4))
     )
@@ -351,5 +368,11 @@ async def test_update_delete_and_relation_calls_replay_with_their_key(
     assert (await ontology.get_object(a.id)).version == 2
     assert (await ontology.get_object(b.id, include_deleted=True)).version == 2
     changes = [rk.split(".", 2)[2] for rk, _, _ in await cdc_rows(store)]
-    assert changes == ["Order.created", "Order.created", "Order.updated", "relation.pairs.created",
-                       "relation.pairs.deleted", "Order.deleted"]
+    assert changes == [
+        "Order.created",
+        "Order.created",
+        "Order.updated",
+        "relation.pairs.created",
+        "relation.pairs.deleted",
+        "Order.deleted",
+    ]
