@@ -273,7 +273,8 @@ class PostgresStore(Store):
                 except StorageUnavailable:
                     if attempt == self._max_size:
                         raise
-                    conn.terminate()
+                    with contextlib.suppress(asyncpg.InterfaceError):  # asyncpg may have released it already
+                        conn.terminate()
                     continue
                 yield conn, tr
                 return
