@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from actwheel.triggers.quartz_parse import (
@@ -86,6 +87,28 @@ def _java_dow(ordinal: int) -> int:
     return ordinal % 7 + 1
 
 
+@lru_cache(maxsize=8192)
+def _steady_offset(zone: ZoneInfo, day: int) -> int | None:
+    """The zone's offset (s) if it holds from two days before UTC day ``day`` to two days after, else None.
+
+    Sampled at both ends and the middle: no zone changes its offset and back within two
+    days. This lets the calendar skip most zoneinfo look-ups on days without a transition.
+    """
+    start = (day - 2) * 86400
+    first = _zone_offset(zone, start)
+    if _zone_offset(zone, start + 2 * 86400 + 43200) != first or _zone_offset(zone, start + 5 * 86400) != first:
+        return None
+    return first
+
+
+def _zone_offset(zone: ZoneInfo, utc: int) -> int:
+    if utc >= _JAVA_TABLE_END and zone.key in _FROZEN_AFTER_TABLE:
+        utc = _JAVA_TABLE_END
+    utc = min(max(utc, -_FAR), _FAR)  # outside years 1..9999 only "past year 2999" matters
+    offset = datetime.fromtimestamp(utc, zone).utcoffset()
+    return int(offset.total_seconds()) if offset is not None else 0
+
+
 def _days_from_civil(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 of a proleptic Gregorian date, for any year (H. Hinnant's algorithm)."""
     year -= month <= 2
@@ -140,16 +163,16 @@ class _Calendar:
 
     def _offset_at(self, utc: int) -> int:
         assert self.zone is not None
-        if utc >= _JAVA_TABLE_END and self.zone.key in _FROZEN_AFTER_TABLE:
-            utc = _JAVA_TABLE_END
-        utc = min(max(utc, -_FAR), _FAR)  # outside years 1..9999 only "past year 2999" matters
-        offset = datetime.fromtimestamp(utc, self.zone).utcoffset()
-        return int(offset.total_seconds()) if offset is not None else 0
+        steady = _steady_offset(self.zone, utc // 86400)
+        return steady if steady is not None else _zone_offset(self.zone, utc)
 
     def utc_of_wall(self, local: int) -> int:
         """Java's reading of a wall time: in a gap or an overlap, the smaller offset wins."""
         if self.zone is None:
             return local
+        steady = _steady_offset(self.zone, local // 86400)
+        if steady is not None:
+            return local - steady
         if local >= _JAVA_TABLE_END + 86400 and self.zone.key in _FROZEN_AFTER_TABLE:
             return local - self._offset_at(_JAVA_TABLE_END)
         wall = _EPOCH + timedelta(seconds=min(max(local, -_FAR), _FAR))
