@@ -34,7 +34,8 @@ def test_ops_files_name_only_exported_metrics(name: str) -> None:
 
 def test_dashboard_is_valid_json_with_panels() -> None:
     dashboard = json.loads((OPS / "grafana-dashboard.json").read_text())
-    assert dashboard["panels"] and all(p["targets"] for p in dashboard["panels"])
+    assert dashboard["panels"]
+    assert all(p["targets"] for p in dashboard["panels"])
 
 
 def test_alerts_cover_the_seed_metrics() -> None:

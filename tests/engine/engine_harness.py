@@ -31,14 +31,14 @@ class EventLog:
     def of(self, routing_key: str) -> list[dict[str, Any]]:
         return [d.envelope.data for d in self.deliveries if d.routing_key == routing_key]
 
-    async def wait_for(self, predicate: Callable[[EventLog], bool], timeout: float = 15.0) -> None:
-        """Wait until ``predicate(self)`` holds (woken by each new event), or fail after ``timeout``."""
-        async with asyncio.timeout(timeout):
+    async def wait_for(self, predicate: Callable[[EventLog], bool], within: float = 15.0) -> None:
+        """Wait until ``predicate(self)`` holds (woken by each new event), or fail after ``within`` s."""
+        async with asyncio.timeout(within):
             async with self.changed:
                 await self.changed.wait_for(lambda: predicate(self))
 
-    async def wait_count(self, routing_key: str, count: int, timeout: float = 15.0) -> list[dict[str, Any]]:
-        await self.wait_for(lambda log: len(log.of(routing_key)) >= count, timeout)
+    async def wait_count(self, routing_key: str, count: int, within: float = 15.0) -> list[dict[str, Any]]:
+        await self.wait_for(lambda log: len(log.of(routing_key)) >= count, within)
         return self.of(routing_key)
 
 

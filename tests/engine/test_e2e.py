@@ -26,17 +26,14 @@ async def pass_time(stack: Stack, seconds: float) -> None:
         await stack.clock.advance_and_settle(seconds)
 
 
-async def wait_succeeded(stack: Stack, log, count: int, step: float = 1.0) -> list[dict]:
-    """Advance time step by step until ``count`` runs succeeded (bounded)."""
-    for _ in range(count + 5):
-        if len(log.of("run.succeeded")) >= count:
-            break
-        await pass_time(stack, step)
-        try:
-            await log.wait_count("run.succeeded", min(count, len(log.of("run.succeeded")) + 1), timeout=5)
-        except TimeoutError:
-            continue
-    return await log.wait_count("run.succeeded", count, timeout=10)
+async def wait_succeeded(stack: Stack, log, count: int, *, first_after: float = 1.0) -> list[dict]:
+    """One run per second from ``first_after`` seconds on: move time to each instant, wait for its run."""
+    await pass_time(stack, first_after)
+    for done in range(1, count + 1):
+        await log.wait_count("run.succeeded", done, within=10)
+        if done < count:
+            await pass_time(stack, 1.0)
+    return log.of("run.succeeded")
 
 
 async def assert_full_trail(engine, run_id: str) -> None:
@@ -46,7 +43,8 @@ async def assert_full_trail(engine, run_id: str) -> None:
     assert run.status is RunStatus.SUCCEEDED
     phases = [entry.phase for entry in trail]
     assert phases[:5] == PHASES, phases
-    assert trail[3].details["state"] == "started" and trail[4].details["state"] == "completed"
+    assert trail[3].details["state"] == "started"
+    assert trail[4].details["state"] == "completed"
 
 
 def _seconds_from_now(stack: Stack, seconds: int) -> str:
@@ -74,11 +72,12 @@ async def test_once_fires_once_then_completes(stack: Stack) -> None:
     async with engine, stack.watch(engine) as log:
         automation = await engine.service.create(ALICE, {
             "trigger": {"type": "once", "at": _seconds_from_now(stack, 2)}, "action": LOG_ACTION})
-        [event] = await wait_succeeded(stack, log, 1)
+        [event] = await wait_succeeded(stack, log, 1, first_after=2)
         assert event["automation_id"] == automation.id
         await assert_full_trail(engine, event["run_id"])
         stored = await engine.service.get(automation.id)
-        assert stored.status is AutomationStatus.COMPLETED and stored.next_run_at is None
+        assert stored.status is AutomationStatus.COMPLETED
+        assert stored.next_run_at is None
 
 
 async def test_cron_fires_on_the_second(stack: Stack) -> None:
@@ -90,7 +89,8 @@ async def test_cron_fires_on_the_second(stack: Stack) -> None:
         events = await wait_succeeded(stack, log, 2)
         assert {e["automation_id"] for e in events} == {automation.id}
         for event in events:
-            assert event["scheduled_for"].endswith("+00:00") and ".000" not in event["scheduled_for"]
+            assert event["scheduled_for"].endswith("+00:00")
+            assert ".000" not in event["scheduled_for"]
 
 
 async def test_event_trigger_fires_per_event_with_its_payload(stack: Stack) -> None:
@@ -131,6 +131,8 @@ async def test_ad_hoc_request_is_idempotent_by_key(stack: Stack) -> None:
                                   owner_id="alice", idempotency_key="k-1")
         first = await engine.service.submit_action(ALICE, request)
         again = await engine.service.submit_action(ALICE, request)
-        assert first.created and not again.created and again.run.id == first.run.id
+        assert first.created
+        assert not again.created
+        assert again.run.id == first.run.id
         [event] = await log.wait_count("run.succeeded", 1)
         assert event["run_id"] == first.run.id
