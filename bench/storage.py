@@ -1,0 +1,367 @@
+"""Benchmark: runs created → claimed → finished per second, on SQLite and PostgreSQL.
+
+For each backend, side by side and in the same process:
+
+- ``raw single``        the raw driver: one single-row INSERT transaction after another (tx/s)
+- ``raw batched``       the raw driver: one multi-row INSERT (UNNEST / executemany) per batch (rows/s)
+- ``create single``     one transaction per run: cursor CAS + run insert + outbox message (runs/s)
+- ``create batched``    one transaction per --batch runs: advance_cursors + insert_many + append_many
+- ``claim+finish single``   claim in one transaction, finish in another, per run
+- ``claim+finish batched``  claim_many then finish_many, --batch runs per transaction
+
+Targets: create batched ≥ 30k runs/s on PostgreSQL and ≥ 20k/s on SQLite; claim+finish
+batched ≥ 20k runs/s on PostgreSQL. Each figure is the best of --repeat rounds.
+
+    python bench/storage.py [--backend sqlite|postgres|both] [--runs 20000] [--batch 1000]
+                            [--singles 500] [--repeat 2] [--postgres URL] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiosqlite
+import asyncpg
+
+from actwheel.storage import Store, open_store
+from actwheel.storage.records import (
+    Automation,
+    CursorAdvance,
+    NewAutomation,
+    NewOutboxMessage,
+    NewRun,
+    Run,
+    RunOutcome,
+    RunStatus,
+)
+
+DEFAULT_POSTGRES = "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel"
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+STEP = timedelta(minutes=1)
+LEASE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    backend: str
+    scenario: str
+    per_second: float
+    unit: str
+    count: int
+
+
+# --- timing ---------------------------------------------------------------------------
+
+
+async def best_rate(rounds: int, count: int, work: Callable[[], Awaitable[None]]) -> float:
+    """``count`` items per the fastest of ``rounds`` runs of ``work``."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        await work()
+        best = min(best, time.perf_counter() - start)
+    return count / best
+
+
+# --- fixtures -------------------------------------------------------------------------
+
+
+def new_automation(i: int) -> NewAutomation:
+    return NewAutomation(
+        owner_id="bench",
+        name=f"bench-{i}",
+        trigger={"type": "cron", "expression": "0 * * ? * *", "timezone": "UTC"},
+        action_type="webhook",
+        action_config={"url": "https://example.test/hook", "method": "POST"},
+        policy={"retry": {"max_attempts": 3}},
+        labels={"session_id": f"s{i % 10}"},
+        next_run_at=T0,
+    )
+
+
+def new_run(a: Automation, at: datetime) -> NewRun:
+    key = f"schedule:{at.isoformat()}"
+    return NewRun(
+        automation_id=a.id, dedupe_key=key, owner_id=a.owner_id, action_type=a.action_type,
+        action_config=a.action_config, policy=a.policy, context={"scheduled_for": key}, scheduled_for=at,
+    )
+
+
+def ready_message(run_id: str) -> NewOutboxMessage:
+    body = json.dumps({"id": str(uuid.uuid4()), "type": "run.ready", "data": {"run_id": run_id}}).encode()
+    return NewOutboxMessage(exchange="actwheel.events", routing_key="run.ready", body=body)
+
+
+async def create_automations(store: Store, count: int) -> list[Automation]:
+    async with store.transaction() as tx:
+        return [await tx.automations.create(new_automation(i)) for i in range(count)]
+
+
+class Cursors:
+    """Where each benchmark automation's cursor is, so every fire is a fresh CAS."""
+
+    def __init__(self, automations: list[Automation]) -> None:
+        self.automations = automations
+        self.at = {a.id: a.next_run_at or T0 for a in automations}
+
+    def advance(self, a: Automation) -> tuple[datetime, datetime]:
+        old = self.at[a.id]
+        self.at[a.id] = old + STEP
+        return old, old + STEP
+
+
+# --- scenarios ------------------------------------------------------------------------
+
+
+async def create_single(store: Store, cursors: Cursors, count: int) -> list[str]:
+    ids: list[str] = []
+    for i in range(count):
+        a = cursors.automations[i % len(cursors.automations)]
+        old, new = cursors.advance(a)
+        async with store.transaction() as tx:
+            if await tx.automations.advance_cursor(a.id, a.version, old, new):
+                run = (await tx.runs.insert(new_run(a, old))).run
+                await tx.outbox.append(ready_message(run.id))
+                ids.append(run.id)
+    return ids
+
+
+async def create_batched(store: Store, cursors: Cursors, count: int, batch: int) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, count, batch):
+        chunk = [cursors.automations[i % len(cursors.automations)] for i in range(start, min(count, start + batch))]
+        moves = {a.id: cursors.advance(a) for a in chunk}
+        async with store.transaction() as tx:
+            won = await tx.automations.advance_cursors(
+                [CursorAdvance(automation_id=a.id, version=a.version, expected_next_run_at=moves[a.id][0],
+                               new_next_run_at=moves[a.id][1]) for a in chunk]
+            )
+            inserted = await tx.runs.insert_many([new_run(a, moves[a.id][0]) for a in chunk if a.id in won])
+            await tx.outbox.append_many([ready_message(r.run.id) for r in inserted])
+        ids.extend(r.run.id for r in inserted)
+    return ids
+
+
+async def claim_finish_single(store: Store, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        async with store.transaction() as tx:
+            run = await tx.runs.claim(run_id, "bench-worker", LEASE_S)
+        assert run is not None, "a freshly created run must be claimable"
+        async with store.transaction() as tx:
+            await tx.runs.finish(_succeeded(run))
+
+
+async def claim_finish_batched(store: Store, run_ids: list[str], batch: int) -> None:
+    for start in range(0, len(run_ids), batch):
+        async with store.transaction() as tx:
+            runs = await tx.runs.claim_many(run_ids[start : start + batch], "bench-worker", LEASE_S)
+        async with store.transaction() as tx:
+            await tx.runs.finish_many([_succeeded(r) for r in runs])
+
+
+def _succeeded(run: Run) -> RunOutcome:
+    return RunOutcome(run_id=run.id, owner=run.lease_owner or "", epoch=run.lease_epoch,
+                      status=RunStatus.SUCCEEDED, result={"status_code": 200})
+
+
+async def storage_figures(backend: str, store: Store, args: argparse.Namespace) -> list[Figure]:
+    figures = []
+    cursors = Cursors(await create_automations(store, args.batch))
+    created: list[list[str]] = []
+
+    async def make_single() -> None:
+        created.append(await create_single(store, cursors, args.singles))
+
+    async def make_batched() -> None:
+        created.append(await create_batched(store, cursors, args.runs, args.batch))
+
+    rate = await best_rate(args.repeat, args.singles, make_single)
+    figures.append(Figure(backend, "create single", rate, "runs/s", args.singles))
+    singles = [run_id for ids in created for run_id in ids]
+    created.clear()
+    rate = await best_rate(args.repeat, args.runs, make_batched)
+    figures.append(Figure(backend, "create batched", rate, "runs/s", args.runs))
+    batched = iter(created)
+
+    async def finish_single() -> None:
+        await claim_finish_single(store, singles[: args.singles])
+        del singles[: args.singles]
+
+    async def finish_batched() -> None:
+        await claim_finish_batched(store, next(batched), args.batch)
+
+    figures.append(Figure(backend, "claim+finish single", await best_rate(args.repeat, args.singles, finish_single),
+                          "runs/s", args.singles))
+    figures.append(Figure(backend, "claim+finish batched", await best_rate(args.repeat, args.runs, finish_batched),
+                          "runs/s", args.runs))
+    return figures
+
+
+# --- raw-driver baselines -------------------------------------------------------------
+
+
+async def raw_postgres(url: str, args: argparse.Namespace) -> list[Figure]:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE raw_bench (id text PRIMARY KEY, payload jsonb NOT NULL)")
+        payload = json.dumps({"url": "https://example.test/hook", "method": "POST"})
+
+        async def single() -> None:
+            for _ in range(args.singles):
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO raw_bench VALUES ($1, $2::jsonb)", str(uuid.uuid4()), payload)
+
+        async def batched() -> None:
+            for _ in range(0, args.runs, args.batch):
+                ids = [str(uuid.uuid4()) for _ in range(args.batch)]
+                await conn.execute("INSERT INTO raw_bench SELECT i, p::jsonb FROM unnest($1::text[], $2::text[]) AS t(i, p)",
+                                   ids, [payload] * args.batch)
+
+        return [
+            Figure("postgres", "raw single", await best_rate(args.repeat, args.singles, single), "tx/s", args.singles),
+            Figure("postgres", "raw batched", await best_rate(args.repeat, args.runs, batched), "rows/s", args.runs),
+        ]
+    finally:
+        await conn.close()
+
+
+async def raw_sqlite(path: str, args: argparse.Namespace) -> list[Figure]:
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"):
+            await conn.execute(pragma)
+        await conn.execute("CREATE TABLE raw_bench (id text PRIMARY KEY, payload text NOT NULL)")
+        payload = json.dumps({"url": "https://example.test/hook", "method": "POST"})
+
+        async def single() -> None:
+            for _ in range(args.singles):
+                await conn.execute("BEGIN IMMEDIATE")
+                await conn.execute("INSERT INTO raw_bench VALUES (?, ?)", (str(uuid.uuid4()), payload))
+                await conn.execute("COMMIT")
+
+        async def batched() -> None:
+            for _ in range(0, args.runs, args.batch):
+                await conn.execute("BEGIN IMMEDIATE")
+                await conn.executemany("INSERT INTO raw_bench VALUES (?, ?)",
+                                       [(str(uuid.uuid4()), payload) for _ in range(args.batch)])
+                await conn.execute("COMMIT")
+
+        return [
+            Figure("sqlite", "raw single", await best_rate(args.repeat, args.singles, single), "tx/s", args.singles),
+            Figure("sqlite", "raw batched", await best_rate(args.repeat, args.runs, batched), "rows/s", args.runs),
+        ]
+    finally:
+        await conn.close()
+
+
+# --- backends -------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def postgres_schema(base_url: str) -> AsyncIterator[str]:
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(base_url)
+    try:
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+        sep = "&" if "?" in base_url else "?"
+        yield f"{base_url}{sep}search_path={schema}"
+    finally:
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await admin.close()
+
+
+async def bench_backend(backend: str, args: argparse.Namespace) -> list[Figure]:
+    if backend == "postgres":
+        async with postgres_schema(args.postgres) as url:
+            raw = await raw_postgres(url, args)
+            return raw + await bench_store(backend, url, args)
+    with tempfile.TemporaryDirectory() as folder:
+        raw = await raw_sqlite(f"{folder}/raw.db", args)
+        return raw + await bench_store(backend, f"sqlite:///{folder}/actwheel.db", args)
+
+
+async def bench_store(backend: str, url: str, args: argparse.Namespace) -> list[Figure]:
+    store = open_store(url)
+    await store.start()
+    try:
+        return await storage_figures(backend, store, args)
+    finally:
+        await store.stop()
+
+
+# --- report ---------------------------------------------------------------------------
+
+
+def ratios(figures: list[Figure]) -> dict[tuple[str, str], float]:
+    """Each storage figure over its backend's raw baseline (single over raw single, batched over raw batched)."""
+    raw = {(f.backend, f.scenario.split()[-1]): f.per_second for f in figures if f.scenario.startswith("raw")}
+    return {(f.backend, f.scenario): f.per_second / raw[(f.backend, f.scenario.split()[-1])]
+            for f in figures if not f.scenario.startswith("raw")}
+
+
+def print_table(figures: list[Figure]) -> None:
+    rel = ratios(figures)
+    backends = sorted({f.backend for f in figures}, key=["sqlite", "postgres"].index)
+    scenarios = list(dict.fromkeys(f.scenario for f in figures))
+    by_key = {(f.backend, f.scenario): f for f in figures}
+    print(f"{'scenario':<22}" + "".join(f"{b:>30}" for b in backends))
+    for scenario in scenarios:
+        cells = []
+        for b in backends:
+            f = by_key.get((b, scenario))
+            ratio = rel.get((b, scenario))
+            text = "" if f is None else f"{f.per_second:>10,.0f} {f.unit}" + (f" ({ratio:.2f}x raw)" if ratio else "")
+            cells.append(f"{text:>30}")
+        print(f"{scenario:<22}" + "".join(cells))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--runs", type=int, default=20_000, help="runs per batched round")
+    parser.add_argument("--batch", type=int, default=1_000, help="runs per batched transaction")
+    parser.add_argument("--singles", type=int, default=500, help="runs per single-row round")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds per figure (the best is kept)")
+    parser.add_argument("--postgres", default=DEFAULT_POSTGRES, help="PostgreSQL URL (a throw-away schema is used)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser.parse_args(argv)
+
+
+async def main_async(args: argparse.Namespace) -> list[Figure]:
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    figures: list[Figure] = []
+    for backend in backends:
+        figures += await bench_backend(backend, args)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    figures = asyncio.run(main_async(args))
+    if args.json:
+        rel = ratios(figures)
+        print(json.dumps({
+            "figures": [asdict(f) | {"vs_raw": rel.get((f.backend, f.scenario))} for f in figures],
+            "params": {"runs": args.runs, "batch": args.batch, "singles": args.singles, "repeat": args.repeat},
+        }, indent=2))
+    else:
+        print_table(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
