@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -310,6 +311,36 @@ def test_documented_automation_examples_use_valid_triggers(doc: dict[str, Any],
     parse_trigger(update["payload"]["data"]["args"]["changes"]["trigger"])
     bad = {"type": "once", "at": "2030-01-01T09:00:00+08:00", "cron": "x"}
     assert not validator(registry, "#/components/schemas/Trigger").is_valid(bad)
+
+
+MESSAGES_MD = ROOT / "docs" / "messages.md"
+
+
+def _json_blocks(markdown: str) -> list[dict[str, Any]]:
+    blocks = re.findall(r"```json\n(.*?)```", markdown, flags=re.DOTALL)
+    return [json.loads(block) for block in blocks]
+
+
+def test_messages_md_examples_decode_with_the_engine_codec(registry: Registry[Any]) -> None:
+    blocks = _json_blocks(MESSAGES_MD.read_text(encoding="utf-8"))
+    assert len(blocks) >= 10
+    seen = set()
+    for body in blocks:
+        envelope = decode(json.dumps(body).encode())
+        if envelope.type in MESSAGE_TYPES:
+            message_from_data(envelope.type, envelope.data)
+            seen.add(envelope.type)
+        validator(registry, "#/components/schemas/Envelope").validate(body)
+    assert seen == set(MESSAGE_TYPES)
+
+
+def test_messages_md_names_every_documented_routing_key(doc: dict[str, Any]) -> None:
+    text = MESSAGES_MD.read_text(encoding="utf-8")
+    addresses = {c["address"] for c in doc["channels"].values() if "{" not in c["address"]}
+    missing = sorted(a for a in addresses if f"`{a}`" not in text)
+    assert not missing, f"docs/messages.md does not mention {missing}"
+    for exchange in (EVENTS, COMMANDS, CDC, DLX, Topology().dead_letters):
+        assert f"`{exchange}`" in text
 
 
 # --- the examples' messages, without a broker -----------------------------------------------------
