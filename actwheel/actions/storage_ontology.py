@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
@@ -102,6 +103,19 @@ class OntologyChanged(Message):
     def routing_key(self) -> str:
         return cdc_routing_key(self.entity, self.type_name, self.change)
 
+    def to_data(self) -> dict[str, Any]:
+        # Fields are already JSON values; skipping asdict's recursive deep copy halves a batch's CPU.
+        return {
+            "entity": self.entity,
+            "change": self.change,
+            "id": self.id,
+            "type_name": self.type_name,
+            "version": self.version,
+            "hard": self.hard,
+            "before": self.before,
+            "after": self.after,
+        }
+
 
 def cdc_routing_key(entity: str, type_name: str, change: str) -> str:
     """``cdc.ontology.<type>.<change>`` (objects) or ``cdc.ontology.relation.<type>.<change>`` (relations)."""
@@ -146,11 +160,33 @@ def _type(rec: records.ObjectType) -> ObjectType:
     return ObjectType(name=rec.name, properties=rec.properties, required=rec.required)
 
 
-def _batch_ids(count: int) -> list[str]:
-    """Fresh UUID-shaped ids that sort in batch order (storage lists by ``created_at, id``,
-    and every row of one transaction can share ``created_at``)."""
-    base = int.from_bytes(os.urandom(16), "big") & ~((1 << 32) - 1)
-    return [_uuid_text(base | index) for index in range(count)]
+def _snapshot(obj: OntologyObject) -> dict[str, Any]:
+    """``obj.as_dict()`` without the deep copy: the event is encoded at once and never mutated."""
+    return {
+        "id": obj.id,
+        "object_type": obj.object_type,
+        "properties": obj.properties,
+        "version": obj.version,
+        "deleted": obj.deleted,
+    }
+
+
+class _OrderedIds:
+    """UUID-shaped ids that sort in the order this instance made them.
+
+    Storage lists objects by ``(created_at, id)`` and rows of one transaction (or of a store on
+    a virtual clock) share ``created_at``: 48 bits of wall-clock ms, 40 random bits fixed per
+    instance (unique across processes), then a 40-bit counter keep the id order = creation order.
+    """
+
+    def __init__(self) -> None:
+        self._node = int.from_bytes(os.urandom(5), "big") << 40
+        self._last = 0
+
+    def take(self, count: int) -> list[str]:
+        first = max(self._last + 1, (time.time_ns() // 1_000_000) << 80 | self._node)
+        self._last = first + count - 1
+        return [_uuid_text(first + offset) for offset in range(count)]
 
 
 def _uuid_text(value: int) -> str:
@@ -201,6 +237,7 @@ class StorageOntology(OntologyGateway):
     def __init__(self, store: Store, events: EventFactory) -> None:
         self._store = store
         self._events = events
+        self._ids = _OrderedIds()
 
     def __repr__(self) -> str:
         return f"StorageOntology({self._store.dialect})"
@@ -282,7 +319,7 @@ class StorageOntology(OntologyGateway):
         if errors:
             raise InvalidAction.collect(errors)
         created: list[OntologyObject] = []
-        for object_id, new in zip(_batch_ids(len(objects)), objects, strict=True):
+        for object_id, new in zip(self._ids.take(len(objects)), objects, strict=True):
             rec = await tx.ontology.create_object(new.object_type, new.properties, object_id=object_id)
             created.append(_object(rec))
         await tx.outbox.append_many([self._object_event("created", after=o) for o in created])
@@ -504,8 +541,8 @@ class StorageOntology(OntologyGateway):
             type_name=subject.object_type,
             version=after.version if after is not None else None,
             hard=hard,
-            before=before.as_dict() if before is not None else None,
-            after=after.as_dict() if after is not None else None,
+            before=_snapshot(before) if before is not None else None,
+            after=_snapshot(after) if after is not None else None,
         )
         return self._events.row(self._events.topology.cdc, message.routing_key, message)
 

@@ -75,7 +75,9 @@ async def test_a_batch_is_all_or_nothing(ontology: StorageOntology, store: Store
     created = await ontology.create_objects([order(f"S{i}") for i in range(50)])
     listed = await ontology.list_objects("Order", limit=100)
     assert [o.id for o in listed] == [o.id for o in created]  # creation order, also within one transaction
-    assert len(await cdc_rows(store)) == 50
+    later = await ontology.create_object("Order", {"sku": "later"})
+    assert (await ontology.list_objects("Order", limit=100))[-1] == later  # and across transactions
+    assert len(await cdc_rows(store)) == 51
 
 
 async def test_list_objects_without_a_type_spans_every_type(ontology: StorageOntology) -> None:
