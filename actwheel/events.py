@@ -57,6 +57,14 @@ class EventFactory:
                                   action_type=run.action_type, summary=summary, error=error)
         return self.row(self.topology.events, message.routing_key, message, correlation_id=run.id)
 
+    def runs_canceled(self, run_ids: Sequence[str], automation_id: str | None, reason: str) -> list[NewOutboxMessage]:
+        """``run.canceled`` for runs canceled by disabling or deleting their automation."""
+        rows = []
+        for run_id in run_ids:
+            message = RunTransitioned(run_id=run_id, automation_id=automation_id, status="CANCELED", reason=reason)
+            rows.append(self.row(self.topology.events, message.routing_key, message, correlation_id=run_id))
+        return rows
+
     def action_completed(self, run: Run, result: dict[str, Any]) -> NewOutboxMessage:
         """``action.completed`` for every successful action (routing key ``action.completed``)."""
         message = ActionCompleted(run_id=run.id, automation_id=run.automation_id, action_type=run.action_type,

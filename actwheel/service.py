@@ -122,6 +122,7 @@ class AutomationService:
                 automation = await self._refresh_cursor(tx, automation)
             await tx.outbox.append(self._events.automation_changed(
                 automation, "enabled" if enabled else "disabled"))
+            await tx.outbox.append_many(self._events.runs_canceled(canceled, automation.id, "disabled"))
         return automation, canceled
 
     async def delete(self, automation_id: str) -> Deleted:
@@ -242,6 +243,7 @@ class AutomationService:
 
     async def _announce_deleted(self, tx: Transaction, deleted: Deleted) -> None:
         await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])
+        await tx.outbox.append_many(self._events.runs_canceled(deleted.canceled_run_ids, None, "deleted"))
 
 
 def _first_fire(trigger: Trigger, now: datetime) -> datetime | None:
