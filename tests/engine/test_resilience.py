@@ -96,7 +96,7 @@ async def _keeps_firing(stack: Stack, log: Any, automation_id: str, more: int) -
             return
         await pass_time(stack, 1.0)
         try:
-            await log.wait_for(lambda _: done() >= min(target, done() + 1), timeout=3.0)
+            await log.wait_for(lambda _: done() >= min(target, done() + 1), within=3.0)
         except TimeoutError:
             continue
     assert done() >= target, f"only {done()} runs succeeded, wanted {target}"
