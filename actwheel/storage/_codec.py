@@ -7,7 +7,7 @@ and writes nothing.
 from __future__ import annotations
 
 import hashlib
-import uuid
+import os
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -18,6 +18,7 @@ from actwheel.errors import InvalidInput
 
 __all__ = [
     "MAX_JSON_BYTES",
+    "JsonText",
     "aware",
     "dumps",
     "enum_value",
@@ -41,8 +42,26 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _E = TypeVar("_E", bound=StrEnum)
 
 
+class JsonText(str):
+    """A string that *is* a JSON document (checked and serialised): adapters may embed it as JSON."""
+
+    __slots__ = ()
+
+
+_RANDOM_POOL = bytearray()
+
+
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID string; the randomness is read from the OS in bulk."""
+    global _RANDOM_POOL
+    if len(_RANDOM_POOL) < 16:
+        _RANDOM_POOL = bytearray(os.urandom(16 * 512))
+    raw = _RANDOM_POOL[-16:]
+    del _RANDOM_POOL[-16:]
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def partition_of(record_id: str, partitions: int) -> int:
@@ -59,10 +78,12 @@ def loads(value: Any) -> Any:
     """Decode a JSON column (text from either driver); None stays None."""
     if value is None:
         return None
+    if isinstance(value, JsonText):  # orjson takes exact str only
+        value = str(value)
     return orjson.loads(value)
 
 
-def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> str:
+def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> JsonText:
     """``value`` as JSON text, or :class:`InvalidInput` when not serialisable or over ``limit`` bytes."""
     try:
         data = orjson.dumps(value)
@@ -70,10 +91,10 @@ def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> str:
         raise InvalidInput(field, value, f"a JSON-serialisable value ({exc})") from None
     if len(data) > limit:
         raise InvalidInput(field, f"<{len(data)} bytes of JSON>", f"at most {limit} bytes of JSON")
-    return data.decode()
+    return JsonText(data.decode())
 
 
-def optional_json(field: str, value: Any) -> str | None:
+def optional_json(field: str, value: Any) -> JsonText | None:
     return None if value is None else json_field(field, value)
 
 

@@ -550,6 +550,35 @@ def _new_run_row(i: int, new: NewRun) -> dict[str, Any]:
     }
 
 
+def _inserted_run(sent: Mapping[str, Any], returned: Row) -> Run:
+    """The run just inserted, from what was sent (already checked) and the times the database set."""
+    return Run(
+        id=sent["id"],
+        automation_id=sent["automation_id"],
+        dedupe_key=sent["dedupe_key"],
+        scheduled_for=sent["scheduled_for"],
+        origin=Origin(sent["origin"]),
+        status=RunStatus(sent["status"]),
+        reason=sent["reason"],
+        attempt=0,
+        not_before=sent["not_before"],
+        lease_owner=None,
+        lease_expires_at=None,
+        lease_epoch=0,
+        action_type=sent["action_type"],
+        action_config=c.loads(sent["action_config"]),
+        policy=c.loads(sent["policy"]),
+        owner_id=sent["owner_id"],
+        context=c.loads(sent["context"]),
+        result=None,
+        error=None,
+        created_at=c.req_dt(returned["created_at"]),
+        updated_at=c.req_dt(returned["updated_at"]),
+        started_at=None,
+        finished_at=c.to_dt(returned["finished_at"]),
+    )
+
+
 def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     """The dedupe key of a run: (automation, key) or, for ad hoc runs, ("", owner, key)."""
     if row["automation_id"] is None:
@@ -590,7 +619,8 @@ class SqlRuns(RunRepository):
             return []
         # Sorted by key so that concurrent batches take unique-index locks in one order.
         ordered = sorted(rows, key=_run_key)
-        created = {r["id"]: _run(r) for r in await self._x.fetch_rows("insert_runs", ordered)}
+        by_id = {r["id"]: r for r in rows}
+        created = {r["id"]: _inserted_run(by_id[r["id"]], r) for r in await self._x.fetch_rows("insert_runs", ordered)}
         by_key = {_run_key({"automation_id": r.automation_id, "owner_id": r.owner_id, "dedupe_key": r.dedupe_key}): r
                   for r in created.values()}
         missing = [r for r in rows if _run_key(r) not in by_key]

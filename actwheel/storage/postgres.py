@@ -18,8 +18,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import orjson
 
 from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.storage._codec import JsonText
 from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
 from actwheel.storage.base import Store, Transaction
@@ -116,7 +118,10 @@ class _PgExecutor(Executor):
     ) -> list[Row]:
         if not rows:
             return []
-        return await self.fetch(name, {**_columns(rows), **(params or {})})
+        # One JSON document for the whole batch: orjson encodes it in C, far cheaper than
+        # asyncpg's per-element array encoding; the query unpacks it with json_to_recordset.
+        packed = orjson.dumps(rows, default=_embed_json, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode()
+        return await self.fetch(name, {**(params or {}), "rows": packed})
 
     async def execute_rows(
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
@@ -138,6 +143,15 @@ class _PgExecutor(Executor):
         assert row is not None
         value: datetime = row["now"]
         return value
+
+
+def _embed_json(value: Any) -> Any:
+    """JSON documents travel as JSON (not as strings holding JSON); other str subclasses as str."""
+    if isinstance(value, JsonText):
+        return orjson.Fragment(str(value))
+    if isinstance(value, str):
+        return str(value)
+    raise TypeError(f"cannot encode {type(value).__name__} in a batch")
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:

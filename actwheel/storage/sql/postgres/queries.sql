@@ -1,5 +1,6 @@
 -- Named queries, PostgreSQL. Parameters are :name (compiled to $n once at load).
--- Batched queries take one array per column (unnest); "now" is always the database's now().
+-- Batched queries read a JSON array of objects from :rows (json_to_recordset), except the outbox
+-- (bytea bodies: one array per column, unnest). "now" is always the database's now().
 
 -- ---------------------------------------------------------------- migrations
 -- name: migration_lock
@@ -112,38 +113,35 @@ RETURNING id;
 
 -- name: advance_cursors
 UPDATE automations AS a SET
-    next_run_at = c.new_next,
-    status = CASE WHEN c.new_next IS NULL THEN 'COMPLETED' ELSE a.status END,
+    next_run_at = c.new_next_run_at,
+    status = CASE WHEN c.new_next_run_at IS NULL THEN 'COMPLETED' ELSE a.status END,
     updated_at = now()
-FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::timestamptz[],
-            :new_next_run_at::timestamptz[]) AS c (id, version, expected, new_next)
-WHERE a.id = c.id AND a.version = c.version AND a.next_run_at IS NOT DISTINCT FROM c.expected
+FROM json_to_recordset(:rows::json)
+     AS c (automation_id text, version bigint, expected_next_run_at timestamptz, new_next_run_at timestamptz)
+WHERE a.id = c.automation_id AND a.version = c.version AND a.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
 RETURNING a.id;
 
--- ---------------------------------------------------------------- runs
 -- name: insert_runs
 INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
     action_type, action_config, policy, owner_id, context, finished_at)
 SELECT n.id, n.automation_id, n.dedupe_key, n.scheduled_for, n.origin, n.status, n.reason, n.not_before,
-    n.action_type, n.action_config::jsonb, n.policy::jsonb, n.owner_id, n.context::jsonb,
+    n.action_type, n.action_config, n.policy, n.owner_id, n.context,
     CASE WHEN n.status IN ('SKIPPED', 'CANCELED') THEN now() END
-FROM unnest(:id::text[], :automation_id::text[], :dedupe_key::text[], :scheduled_for::timestamptz[],
-            :origin::text[], :status::text[], :reason::text[], :not_before::timestamptz[], :action_type::text[],
-            :action_config::text[], :policy::text[], :owner_id::text[], :context::text[])
-     WITH ORDINALITY AS n (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
-                          action_type, action_config, policy, owner_id, context, ord)
-ORDER BY n.ord
+FROM json_to_recordset(:rows::json)
+     AS n (id text, automation_id text, dedupe_key text, scheduled_for timestamptz, origin text, status text,
+           reason text, not_before timestamptz, action_type text, action_config jsonb, policy jsonb,
+           owner_id text, context jsonb)
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING id, created_at, updated_at, finished_at;
 
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
-JOIN unnest(:automation_id::text[], :dedupe_key::text[]) AS k (automation_id, dedupe_key)
+JOIN json_to_recordset(:rows::json) AS k (automation_id text, dedupe_key text)
   ON r.automation_id = k.automation_id AND r.dedupe_key = k.dedupe_key;
 
 -- name: adhoc_runs_by_keys
 SELECT r.* FROM runs AS r
-JOIN unnest(:owner_id::text[], :dedupe_key::text[]) AS k (owner_id, dedupe_key)
+JOIN json_to_recordset(:rows::json) AS k (owner_id text, dedupe_key text)
   ON r.owner_id = k.owner_id AND r.dedupe_key = k.dedupe_key
 WHERE r.automation_id IS NULL;
 
@@ -207,16 +205,15 @@ RETURNING id;
 
 -- name: finish_runs
 UPDATE runs AS r SET
-    status = f.status, reason = f.reason, result = f.result::jsonb, error = f.error::jsonb,
-    not_before = f.not_before,
+    status = f.status, reason = f.reason, result = f.result, error = f.error, not_before = f.not_before,
     lease_owner = CASE WHEN f.status = 'COMPENSATING' THEN r.lease_owner END,
     lease_expires_at = CASE WHEN f.status = 'COMPENSATING' THEN r.lease_expires_at END,
     finished_at = CASE WHEN f.status IN ('COMPENSATING', 'RETRY_WAIT', 'PENDING') THEN NULL ELSE now() END,
     updated_at = now()
-FROM unnest(:run_id::text[], :owner::text[], :epoch::bigint[], :status::text[], :reason::text[],
-            :result::text[], :error::text[], :not_before::timestamptz[])
-     AS f (id, owner, epoch, status, reason, result, error, not_before)
-WHERE r.id = f.id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
+FROM json_to_recordset(:rows::json)
+     AS f (run_id text, owner text, epoch bigint, status text, reason text, result jsonb, error jsonb,
+           not_before timestamptz)
+WHERE r.id = f.run_id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
   AND r.status IN ('RUNNING', 'COMPENSATING')
 RETURNING r.id;
 
@@ -287,9 +284,10 @@ DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < :before RET
 -- ---------------------------------------------------------------- audit
 -- name: append_audit
 INSERT INTO audit (event_id, run_id, automation_id, phase, actor, details, occurred_at)
-SELECT e.event_id, e.run_id, e.automation_id, e.phase, e.actor, e.details::jsonb, coalesce(e.occurred_at, now())
-FROM unnest(:event_id::text[], :run_id::text[], :automation_id::text[], :phase::text[], :actor::text[],
-            :details::text[], :occurred_at::timestamptz[])
+SELECT e.event_id, e.run_id, e.automation_id, e.phase, e.actor, e.details, coalesce(e.occurred_at, now())
+FROM ROWS FROM (json_to_recordset(:rows::json)
+                AS (event_id text, run_id text, automation_id text, phase text, actor text, details jsonb,
+                    occurred_at timestamptz))
      WITH ORDINALITY AS e (event_id, run_id, automation_id, phase, actor, details, occurred_at, ord)
 ORDER BY e.ord
 ON CONFLICT (event_id) DO NOTHING

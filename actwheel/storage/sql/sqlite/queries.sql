@@ -127,7 +127,7 @@ SELECT json_extract(value, '$.id'), json_extract(value, '$.automation_id'), json
     CASE WHEN json_extract(value, '$.status') IN ('SKIPPED', 'CANCELED') THEN :now END
 FROM json_each(:rows) WHERE true
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING id, created_at, updated_at, finished_at;
 
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
