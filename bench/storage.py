@@ -30,7 +30,6 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -228,8 +227,10 @@ async def raw_postgres(url: str, args: argparse.Namespace) -> list[Figure]:
         async def batched() -> None:
             for _ in range(0, args.runs, args.batch):
                 ids = [str(uuid.uuid4()) for _ in range(args.batch)]
-                await conn.execute("INSERT INTO raw_bench SELECT i, p::jsonb FROM unnest($1::text[], $2::text[]) AS t(i, p)",
-                                   ids, [payload] * args.batch)
+                await conn.execute(
+                    "INSERT INTO raw_bench SELECT i, p::jsonb FROM unnest($1::text[], $2::text[]) AS t(i, p)",
+                    ids, [payload] * args.batch,
+                )
 
         return [
             Figure("postgres", "raw single", await best_rate(args.repeat, args.singles, single), "tx/s", args.singles),
