@@ -34,8 +34,6 @@ __all__ = [
 
 _E = TypeVar("_E", bound=StrEnum)
 
-# Larger than any DST shift in the tz database (2 h, Antarctica/Troll).
-_MAX_SHIFT = timedelta(hours=3)
 
 
 class GapRule(StrEnum):
@@ -142,6 +140,14 @@ def _gap(wall: datetime, zone: ZoneInfo, policy: DstPolicy) -> list[Fire]:
     return [Fire(jump, f"DST gap: {where}; fired right after the jump at {jump:%H:%M:%S %Z}")]
 
 
+def _fold_length(wall: datetime, zone: ZoneInfo) -> timedelta:
+    """How long the repeated hour lasts when ``wall`` occurs twice in ``zone``; zero otherwise."""
+    first, second = _exists(wall, zone, 0), _exists(wall, zone, 1)
+    if first is None or second is None:
+        return timedelta(0)
+    return abs(second.timestamp() - first.timestamp()) * timedelta(seconds=1)
+
+
 def first_fire_after(
     instant: datetime,
     zone: ZoneInfo,
@@ -154,9 +160,12 @@ def first_fire_after(
     """The earliest fire strictly after ``instant`` of a wall-clock schedule.
 
     ``walls_from(start)`` yields the schedule's naive wall times at or after
-    ``start`` in increasing order. Wall order and instant order disagree only
-    around a DST transition, so candidates are examined from three hours
-    before ``instant``'s wall time until three hours past the best found.
+    ``start`` in increasing order. Wall order and instant order agree except in
+    a repeated hour: there a later wall's *first* occurrence can come before an
+    earlier wall's *second* one. So when ``instant`` lies in a repeated hour the
+    walk starts one fold-length earlier, and when the best fire so far is a
+    second occurrence it goes on for one fold-length more; everywhere else the
+    first candidate after ``instant`` is the answer.
     Gap notes name the skipped wall times when ``gap=skip``.
     """
     # Aware datetimes in one zone compare by wall time, ignoring ``fold``: compare timestamps.
@@ -164,11 +173,10 @@ def first_fire_after(
     after = instant.timestamp()
     best: Fire | None = None
     best_wall: datetime | None = None
+    margin = timedelta(0)
     skipped: list[datetime] = []
-    for count, wall in enumerate(walls_from(local - _MAX_SHIFT)):
-        if best_wall is not None and wall > best_wall + _MAX_SHIFT:
-            break
-        if count >= limit:
+    for count, wall in enumerate(walls_from(local - _fold_length(local, zone))):
+        if (best_wall is not None and wall > best_wall + margin) or count >= limit:
             break
         fires = resolve_wall_time(wall, zone, policy, fixed_hour=fixed_hour)
         if not fires and wall > local:
@@ -176,6 +184,7 @@ def first_fire_after(
         for fire in fires:
             if fire.at.timestamp() > after and (best is None or fire.at.timestamp() < best.at.timestamp()):
                 best, best_wall = fire, wall
+                margin = _fold_length(wall, zone) if fire.at.fold == 1 else timedelta(0)
     if best is not None and skipped and best.note is None:
         gone = ", ".join(f"{w:%Y-%m-%d %H:%M:%S}" for w in skipped if w < (best_wall or w))
         if gone:
