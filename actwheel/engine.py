@@ -15,7 +15,9 @@ from typing import Any
 from actwheel.actions.base import ActionContext, AuditSink, StepEvent
 from actwheel.actions.pipeline import DispatchPipeline, DispatchRequest
 from actwheel.actions.registry import ActionRegistry, default_registry
-from actwheel.actions.secrets import NoSecrets, SecretResolver
+from actwheel.actions.secrets import NoSecrets, SecretCipher, SecretResolver
+from actwheel.actions.storage_ontology import StorageOntology
+from actwheel.actions.storage_secrets import SecretStore, secret_resolver_from_env
 from actwheel.actors.auditor import Auditor
 from actwheel.actors.base import Actor
 from actwheel.actors.metrics_sampler import MetricsSampler
@@ -64,7 +66,10 @@ class Engine:
         self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")
         self.service = AutomationService(store=self.store, registry=self.registry, events=self.events,
                                          clock=self.clock)
-        self._secrets = secrets or NoSecrets()
+        self._secrets: SecretResolver = secrets or NoSecrets()
+        self._secrets_injected = secrets is not None
+        self.ontology = StorageOntology(self.store, self.events)
+        self.secret_store: SecretStore | None = None
         self._prefix = queue_prefix
         self.pipeline = DispatchPipeline(self.registry, make_context=self._make_context, clock=self.clock,
                                          metrics=self.metrics)
@@ -78,6 +83,7 @@ class Engine:
         """Start store, bus and every actor; returns once all are ready."""
         await self.store.start()
         self._stack.push_async_callback(self.store.stop)
+        await self._open_secrets()
         await self.bus.start()
         self._stack.push_async_callback(self.bus.stop)
         self._stack.push_async_callback(self.supervisor.stop)
@@ -85,6 +91,14 @@ class Engine:
         self.started = True
         _log.info("engine_started", instance=self.settings.instance, roles=list(self.actors),
                   database=self.store.dialect, broker=type(self.bus).__name__)
+
+    async def _open_secrets(self) -> None:
+        """Refuses to start when secrets are stored but no key is configured (they could not be read)."""
+        if self._secrets_injected:
+            return
+        self._secrets = await secret_resolver_from_env(self.store, owners=[self.settings.local_owner])
+        if not isinstance(self._secrets, NoSecrets):
+            self.secret_store = SecretStore(self.store, SecretCipher.from_env())
 
     async def stop(self) -> None:
         """Stop actors (intake first, grace, cancel), then the bus, then the store. Idempotent."""
@@ -192,7 +206,7 @@ class Engine:
             run_id=request.run_id, owner_id=request.owner_id, automation_id=request.automation_id,
             scopes=request.scopes, attempt=request.attempt, idempotency_key=request.idempotency_key,
             variables=request.variables, timeout=request.timeout_s, clock=self.clock, secrets=self._secrets,
-            ontology=None, publish=publish, emit_step_event=step_event, audit=audit)
+            ontology=self.ontology, publish=publish, emit_step_event=step_event, audit=audit)
 
 
 class _StoreSchedule:

@@ -3,7 +3,8 @@
 Routes (exact): ``POST/GET /v1/automations``, ``GET/PATCH/DELETE /v1/automations/{id}``,
 ``POST /v1/automations/{id}/enable|disable|run``, ``GET /v1/runs``, ``GET /v1/runs/{id}``
 (with its audit trail), ``POST /v1/actions``, ``GET /v1/actions/types``,
-``POST /v1/triggers/preview``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+``POST /v1/triggers/preview``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and the ontology
+and secrets routes of :mod:`actwheel.api.ontology`.
 Until authentication exists every request acts as the local owner.
 """
 
@@ -19,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from actwheel.api.errors import handle_actwheel_error, json_response
+from actwheel.api.ontology import ontology_routes
 from actwheel.errors import ActwheelError, FieldError, InvalidInput
 from actwheel.messages import ActionRequested
 from actwheel.service import Caller
@@ -48,6 +50,7 @@ def create_app(engine: Any) -> Starlette:
         Route("/v1/actions", api.submit_action, methods=["POST"]),
         Route("/v1/actions/types", api.action_types, methods=["GET"]),
         Route("/v1/triggers/preview", api.preview, methods=["POST"]),
+        *ontology_routes(engine),
     ]
     return Starlette(routes=routes, exception_handlers={ActwheelError: handle_actwheel_error})
 

@@ -136,3 +136,32 @@ async def test_ad_hoc_request_is_idempotent_by_key(stack: Stack) -> None:
         assert again.run.id == first.run.id
         [event] = await log.wait_count("run.succeeded", 1)
         assert event["run_id"] == first.run.id
+
+
+SAGA = {"type": "composite", "config": {"mode": "sequential", "saga": True, "steps": [
+    {"name": "a", "type": "ontology.create_object", "config": {"object_type": "Order", "properties": {"sku": "A"}}},
+    {"name": "b", "type": "ontology.create_object", "config": {"object_type": "Order", "properties": {"sku": "B"}}},
+    {"name": "c", "type": "ontology.create_relation", "config": {
+        "relation_type": "pairs", "source": "${steps.a.result.object_id}", "target": "${steps.b.result.object_id}"}},
+    {"name": "d", "type": "simple.op", "config": {"op": "assert", "condition": "1 == 2"}}]}}
+
+
+async def test_saga_request_rolls_back_through_the_engine(stack: Stack) -> None:
+    from actwheel.actions.ontology_port import ObjectType
+    from actwheel.messages import ActionRequested
+
+    engine = stack.engine()
+    async with engine, stack.watch(engine, "run.#", "action.#") as log:
+        await engine.ontology.define_type(ObjectType.from_spec(
+            {"name": "Order", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}))
+        request = ActionRequested.from_data({**SAGA, "owner_id": "alice"})
+        inserted = await engine.service.submit_action(ALICE, request)
+        [event] = await log.wait_count("run.rolled_back", 1)
+        assert event["run_id"] == inserted.run.id
+        async with engine.store.transaction() as tx:
+            trail = await tx.audit.trail(inserted.run.id)
+            objects = await tx.ontology.list_objects("Order")
+        compensated = [e.details.get("step") for e in trail if e.phase == "COMPENSATE"]
+        assert [s for s in compensated if s] == ["c", "b", "a"]
+        assert [o for o in objects if not o.deleted] == []
+        assert not log.of("run.succeeded")
