@@ -1,0 +1,312 @@
+"""WheelTicker over an in-memory ScheduleSource and a VirtualClock (the storage path is covered end to end)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
+from actwheel.clock import VirtualClock
+from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?", "timezone": "UTC"}
+
+
+async def _settle(rounds: int = 50) -> None:
+    """Let every runnable task run (before asserting that something did NOT happen)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+@dataclass
+class Source:
+    """The ticker's view of storage, in memory."""
+
+    rows: dict[str, ScheduledAutomation] = field(default_factory=dict)
+    loads: list[tuple[datetime, frozenset[int] | None]] = field(default_factory=list)
+
+    def add(self, automation_id: str, next_run_at: datetime, partition: int = 0,
+            spec: dict[str, Any] | None = None) -> ScheduledAutomation:
+        row = ScheduledAutomation(id=automation_id, next_run_at=next_run_at, trigger_spec=spec or EVERY_MINUTE,
+                                  partition=partition)
+        self.rows[automation_id] = row
+        return row
+
+    async def due_before(self, before: datetime, partitions: frozenset[int] | None) -> list[ScheduledAutomation]:
+        self.loads.append((before, partitions))
+        return [r for r in self.rows.values()
+                if r.next_run_at < before and (partitions is None or r.partition in partitions)]
+
+    async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        return self.rows.get(automation_id)
+
+
+@dataclass
+class Owner:
+    """Partition ownership that a test changes by hand."""
+
+    owned_now: frozenset[int]
+    changed: bool = False
+
+    def owned(self) -> frozenset[int] | None:
+        return self.owned_now
+
+    async def refresh(self) -> bool:
+        changed, self.changed = self.changed, False
+        return changed
+
+
+@dataclass
+class Harness:
+    clock: VirtualClock
+    source: Source
+    published: list[AutomationsDue]
+    ticker: WheelTicker
+
+    def items(self) -> list[tuple[str, datetime]]:
+        return [(i.automation_id, i.scheduled_for) for m in self.published for i in m.items]
+
+    async def at(self, instant: datetime) -> None:
+        """Move the clock to ``instant`` and let the ticker react."""
+        self.clock.set(instant)
+        await _settle()
+
+
+Start = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Start]:
+    tasks: list[tuple[WheelTicker, asyncio.Task[None]]] = []
+
+    async def starter(source: Source, **kwargs: Any) -> Harness:
+        clock = VirtualClock(T0)
+        published: list[AutomationsDue] = []
+
+        async def publish(message: AutomationsDue) -> None:
+            published.append(message)
+
+        ticker = WheelTicker(source=source, publish=publish, clock=clock, **kwargs)
+        task = asyncio.create_task(ticker.run())
+        tasks.append((ticker, task))
+        await asyncio.wait_for(ticker.ready.wait(), timeout=5)
+        await _settle()
+        return Harness(clock, source, published, ticker)
+
+    yield starter
+    for ticker, task in tasks:
+        ticker.request_stop()
+        await asyncio.wait_for(task, timeout=5)
+
+
+async def test_fires_at_the_due_instant_not_before(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source)
+    assert h.ticker.ready.is_set()
+    assert h.ticker.wheel_size == 1
+    await h.at(T0 + timedelta(seconds=59.999))
+    assert h.published == []
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.items() == [("a", T0 + timedelta(minutes=1))]
+
+
+async def test_simultaneous_timers_are_one_batched_message(start: Start) -> None:
+    source = Source()
+    for name in ("a", "b", "c"):
+        source.add(name, T0 + timedelta(minutes=1))
+    source.add("later", T0 + timedelta(minutes=1, seconds=1), spec={"type": "once", "at": "2030-01-01T00:01:01Z"})
+    h = await start(source)
+    await h.at(T0 + timedelta(minutes=1))
+    assert len(h.published) == 1
+    assert sorted(i.automation_id for i in h.published[0].items) == ["a", "b", "c"]
+
+
+async def test_schedules_the_following_instant_itself(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source)
+    loads = len(source.loads)
+    await h.at(T0 + timedelta(minutes=1))
+    await h.at(T0 + timedelta(minutes=2))
+    await h.at(T0 + timedelta(minutes=3))
+    assert h.items() == [("a", T0 + timedelta(minutes=m)) for m in (1, 2, 3)]
+    assert len(source.loads) == loads  # no database round trip between fires
+
+
+async def test_a_once_trigger_leaves_the_wheel_after_firing(start: Start) -> None:
+    source = Source()
+    source.add("once", T0 + timedelta(seconds=5), spec={"type": "once", "at": "2030-01-01T00:00:05Z"})
+    h = await start(source)
+    await h.at(T0 + timedelta(seconds=5))
+    assert h.items() == [("once", T0 + timedelta(seconds=5))]
+    assert h.ticker.wheel_size == 0
+
+
+async def test_loads_only_the_horizon_and_refills_before_it_runs_out(start: Start) -> None:
+    source = Source()
+    source.add("near", T0 + timedelta(seconds=60))
+    source.add("far", T0 + timedelta(seconds=150), spec={"type": "once", "at": "2030-01-01T00:02:30Z"})
+    h = await start(source, horizon_s=100)
+    assert source.loads[-1][0] == T0 + timedelta(seconds=100)
+    assert h.ticker.wheel_size == 1  # "far" is beyond the horizon
+    await h.at(T0 + timedelta(seconds=49))
+    assert len(source.loads) == 1
+    await h.at(T0 + timedelta(seconds=50))  # half the horizon is left: refill
+    assert len(source.loads) == 2
+    assert source.loads[-1][0] == T0 + timedelta(seconds=150)
+    await h.at(T0 + timedelta(seconds=60))
+    await h.at(T0 + timedelta(seconds=100))  # next refill loads up to 200 s: "far" comes in
+    await h.at(T0 + timedelta(seconds=150))
+    assert ("far", T0 + timedelta(seconds=150)) in h.items()
+    assert ("near", T0 + timedelta(seconds=60)) in h.items()
+
+
+async def test_a_misfire_comes_due_at_once(start: Start) -> None:
+    source = Source()
+    source.add("late", T0 - timedelta(minutes=1), spec={"type": "once", "at": "2029-12-31T23:59:00Z"})
+    h = await start(source)
+    assert h.items() == [("late", T0 - timedelta(minutes=1))]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: after downtime the ticker replays a backlog one past instant per "
+                   "announcement (ticker.py _schedule_following schedules next_after(scheduled_for) even when it is "
+                   "in the past), so the planner plans one-instant backlogs and misfire fire_once fires every missed "
+                   "instant; announce the latest fire <= now (or schedule from now) instead")
+async def test_a_backlog_after_downtime_is_announced_once(start: Start) -> None:
+    source = Source()
+    source.add("minutely", T0 - timedelta(hours=1))
+    h = await start(source)
+    announced = [at for key, at in h.items() if key == "minutely"]
+    assert len(announced) <= 2
+    assert max(announced) >= T0 - timedelta(minutes=1)
+
+
+async def test_apply_change_created_updated_disabled_deleted(start: Start) -> None:
+    source = Source()
+    h = await start(source)
+    source.add("new", T0 + timedelta(seconds=30), spec={"type": "once", "at": "2030-01-01T00:00:30Z"})
+    await h.ticker.apply_change(AutomationChanged(automation_id="new", change="created"))
+    assert h.ticker.wheel_size == 1
+    source.rows["new"] = replace(source.rows["new"], next_run_at=T0 + timedelta(seconds=20),
+                                 trigger_spec={"type": "once", "at": "2030-01-01T00:00:20Z"})
+    await h.ticker.apply_change(AutomationChanged(automation_id="new", change="updated"))
+    await h.at(T0 + timedelta(seconds=20))
+    assert h.items() == [("new", T0 + timedelta(seconds=20))]
+    for change in ("disabled", "deleted"):
+        source.add(change, T0 + timedelta(seconds=40))
+        await h.ticker.apply_change(AutomationChanged(automation_id=change, change="created"))
+        await h.ticker.apply_change(AutomationChanged(automation_id=change, change=change))
+    await h.at(T0 + timedelta(seconds=40))
+    assert h.items() == [("new", T0 + timedelta(seconds=20))]
+    assert h.ticker.wheel_size == 0
+
+
+async def test_a_change_wakes_a_sleeping_ticker(start: Start) -> None:
+    source = Source()
+    source.add("slow", T0 + timedelta(minutes=30))
+    h = await start(source)
+    h.clock.set(T0 + timedelta(seconds=10))
+    source.add("soon", T0 + timedelta(seconds=5), spec={"type": "once", "at": "2030-01-01T00:00:05Z"})
+    await h.ticker.apply_change(AutomationChanged(automation_id="soon", change="created"))
+    await _settle()
+    assert h.items() == [("soon", T0 + timedelta(seconds=5))]
+
+
+async def test_a_change_whose_automation_is_gone_cancels_its_timer(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source)
+    del source.rows["a"]
+    await h.ticker.apply_change(AutomationChanged(automation_id="a", change="updated"))
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.published == []
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: an update that moves next_run_at beyond the horizon leaves the old timer "
+                   "in the wheel, which fires at the old time and keeps self-scheduling the old schedule (ticker.py "
+                   "apply_change only cancels when the row is None; cancel when it is out of horizon or not owned)")
+async def test_an_update_beyond_the_horizon_drops_the_old_timer(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source, horizon_s=600)
+    hourly = {"type": "cron", "expression": "0 0 * * * ?", "timezone": "UTC"}
+    source.rows["a"] = replace(source.rows["a"], next_run_at=T0 + timedelta(hours=1), trigger_spec=hourly)
+    await h.ticker.apply_change(AutomationChanged(automation_id="a", change="updated"))
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.published == []
+
+
+async def test_changes_for_partitions_not_owned_are_ignored(start: Start) -> None:
+    source = Source()
+    h = await start(source, partitions=Owner(frozenset({0})))
+    source.add("mine", T0 + timedelta(seconds=10), partition=0)
+    source.add("theirs", T0 + timedelta(seconds=10), partition=1)
+    for name in ("mine", "theirs"):
+        await h.ticker.apply_change(AutomationChanged(automation_id=name, change="created"))
+    await h.at(T0 + timedelta(seconds=10))
+    assert h.items() == [("mine", T0 + timedelta(seconds=10))]
+
+
+async def test_losing_a_partition_drops_its_timers(start: Start) -> None:
+    source = Source()
+    source.add("p0", T0 + timedelta(minutes=1), partition=0)
+    source.add("p1", T0 + timedelta(minutes=1), partition=1)
+    owner = Owner(frozenset({0, 1}))
+    h = await start(source, partitions=owner, partition_refresh_s=10)
+    assert source.loads[-1][1] == frozenset({0, 1})
+    assert h.ticker.wheel_size == 2
+    owner.owned_now, owner.changed = frozenset({0}), True
+    await h.at(T0 + timedelta(seconds=10))  # the next refresh sees the change and refills
+    assert source.loads[-1][1] == frozenset({0})
+    assert h.ticker.wheel_size == 1
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.items() == [("p0", T0 + timedelta(minutes=1))]
+
+
+async def test_gaining_a_partition_loads_its_timers(start: Start) -> None:
+    source = Source()
+    source.add("p1", T0 + timedelta(minutes=1), partition=1)
+    owner = Owner(frozenset({0}))
+    h = await start(source, partitions=owner, partition_refresh_s=10)
+    assert h.ticker.wheel_size == 0
+    owner.owned_now, owner.changed = frozenset({0, 1}), True
+    await h.at(T0 + timedelta(seconds=10))
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.items() == [("p1", T0 + timedelta(minutes=1))]
+
+
+async def test_stop_cancels_the_change_subscription() -> None:
+    cancelled = asyncio.Event()
+    applied: list[Callable[[AutomationChanged], Awaitable[None]]] = []
+
+    class Subscription:
+        async def cancel(self) -> None:
+            cancelled.set()
+
+    async def subscribe(apply: Callable[[AutomationChanged], Awaitable[None]]) -> Subscription:
+        applied.append(apply)
+        return Subscription()
+
+    async def publish(message: AutomationsDue) -> None:
+        return None
+
+    ticker = WheelTicker(source=Source(), publish=publish, clock=VirtualClock(T0), changes=subscribe)
+    task = asyncio.create_task(ticker.run())
+    await asyncio.wait_for(ticker.ready.wait(), timeout=5)
+    assert applied == [ticker.apply_change]
+    ticker.request_stop()
+    await asyncio.wait_for(task, timeout=5)
+    assert cancelled.is_set()
+
+
+async def test_due_items_carry_the_trigger_instant() -> None:
+    item = DueItem(automation_id="a", scheduled_for=T0)
+    assert AutomationsDue(items=(item,)).to_data() == {"items": [{"automation_id": "a",
+                                                                 "scheduled_for": T0.isoformat()}]}
