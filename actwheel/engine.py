@@ -159,11 +159,7 @@ class Engine:
         return Auditor(bus=self.bus, store=self.store, queue_prefix=self._prefix)
 
     def _sampler(self) -> Actor:
-        return MetricsSampler(bus=self.bus, metrics=self.metrics, clock=self.clock, wheel_size=self._wheel_size)
-
-    def _wheel_size(self) -> int:
-        ticker = self.actors.get("ticker")
-        return ticker.wheel_size if isinstance(ticker, WheelTicker) else 0
+        return MetricsSampler(bus=self.bus, metrics=self.metrics, clock=self.clock)
 
     # --- wiring --------------------------------------------------------------------------
 

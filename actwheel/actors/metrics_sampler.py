@@ -1,7 +1,8 @@
 """The metrics actor: samples what is not counted where it happens.
 
 Bus counters (redeliveries, dead letters) are copied into Prometheus as
-deltas; gauges (wheel size, in-flight runs) are read from the actors.
+deltas. Everything else is counted where it happens (the pipeline, the
+planner, the router, the ticker's wheel size).
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ __all__ = ["MetricsSampler"]
 class MetricsSampler(Actor):
     name = "metrics"
 
-    def __init__(self, *, bus: Bus, metrics: Metrics, clock: Clock, interval_s: float = 5.0,
-                 wheel_size: Callable[[], int] | None = None) -> None:
+    def __init__(self, *, bus: Bus, metrics: Metrics, clock: Clock, interval_s: float = 5.0) -> None:
         super().__init__()
         self._bus = bus
         self._metrics = metrics
         self._clock = clock
         self._interval_s = interval_s
-        self._wheel_size = wheel_size
         self._seen_redeliveries: dict[str, int] = {}
         self._seen_dead: dict[str, int] = {}
 
@@ -43,8 +42,6 @@ class MetricsSampler(Actor):
                      lambda key, n: self._metrics.bus_redeliveries.labels(key).inc(n))
         _copy_deltas(dict(stats.dead_lettered), self._seen_dead,
                      lambda key, n: self._metrics.bus_dead_letters.labels(key).inc(n))
-        if self._wheel_size is not None:
-            self._metrics.wheel_size.set(self._wheel_size())
 
 
 def _copy_deltas(current: dict[str, int], seen: dict[str, int], inc: Callable[[str, int], None]) -> None:
