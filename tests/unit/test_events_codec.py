@@ -1,0 +1,131 @@
+"""EventFactory: outbox rows decode back to the envelopes and messages they were built from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from actwheel.bus.envelope import SCHEMA_VERSION, SCHEMA_VERSION_HEADER, decode
+from actwheel.bus.topology import DEFAULT_TOPOLOGY
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.events import READY_BATCH, EventFactory
+from actwheel.messages import (
+    ActionCompleted,
+    AutomationChanged,
+    Message,
+    RunsReady,
+    RunTransitioned,
+    message_from_data,
+)
+from actwheel.service import Caller
+from actwheel.storage.records import (
+    Automation,
+    AutomationStatus,
+    NewOutboxMessage,
+    Origin,
+    Run,
+    RunStatus,
+)
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+SOURCE = "actwheel/test-1"
+
+
+@pytest.fixture
+def factory() -> EventFactory:
+    return EventFactory(topology=DEFAULT_TOPOLOGY, clock=VirtualClock(T0), source=SOURCE)
+
+
+def _automation(**overrides: Any) -> Automation:
+    values: dict[str, Any] = {
+        "id": "a1", "owner_id": "alice", "name": "n", "trigger": {}, "action_type": "simple.op",
+        "action_config": {}, "policy": {}, "labels": {}, "enabled": True, "status": AutomationStatus.ACTIVE,
+        "durable": True, "next_run_at": T0 + timedelta(minutes=1), "end_at": None, "version": 4, "partition": 3,
+        "created_at": T0, "updated_at": T0}
+    values.update(overrides)
+    return Automation(**values)
+
+
+def _run(**overrides: Any) -> Run:
+    values: dict[str, Any] = {
+        "id": "r1", "automation_id": "a1", "dedupe_key": "schedule:x", "scheduled_for": T0,
+        "origin": Origin.SCHEDULE, "status": RunStatus.SUCCEEDED, "reason": None, "attempt": 2, "not_before": None,
+        "lease_owner": None, "lease_expires_at": None, "lease_epoch": 1, "action_type": "simple.op",
+        "action_config": {}, "policy": {}, "owner_id": "alice", "context": {}, "result": None, "error": None,
+        "created_at": T0, "updated_at": T0, "started_at": T0, "finished_at": T0}
+    values.update(overrides)
+    return Run(**values)
+
+
+def _decoded(row: NewOutboxMessage) -> tuple[Any, Message]:
+    envelope = decode(row.body)
+    return envelope, message_from_data(envelope.type, envelope.data)
+
+
+def test_automation_changed_row(factory: EventFactory) -> None:
+    row = factory.automation_changed(_automation(), "updated")
+    envelope, message = _decoded(row)
+    assert (row.exchange, row.routing_key) == (DEFAULT_TOPOLOGY.events, "automation.updated")
+    assert row.headers == {SCHEMA_VERSION_HEADER: SCHEMA_VERSION}
+    assert (envelope.type, envelope.source, envelope.occurred_at) == ("automation.changed", SOURCE, T0)
+    assert message == AutomationChanged(automation_id="a1", change="updated", next_run_at=T0 + timedelta(minutes=1),
+                                        version=4)
+
+
+def test_automation_gone_row(factory: EventFactory) -> None:
+    row = factory.automation_gone("a9", "deleted")
+    assert row.routing_key == "automation.deleted"
+    assert _decoded(row)[1] == AutomationChanged(automation_id="a9", change="deleted")
+
+
+def test_run_transitioned_row_is_correlated_by_run(factory: EventFactory) -> None:
+    run = _run(status=RunStatus.RETRY_WAIT, reason="error")
+    row = factory.run_transitioned(run, summary="try again", error="boom")
+    envelope, message = _decoded(row)
+    assert row.routing_key == "run.retry_wait"
+    assert envelope.correlation_id == "r1"
+    assert message == RunTransitioned(run_id="r1", automation_id="a1", status="RETRY_WAIT", reason="error", attempt=2,
+                                      scheduled_for=T0, action_type="simple.op", summary="try again", error="boom")
+
+
+def test_action_completed_row(factory: EventFactory) -> None:
+    row = factory.action_completed(_run(automation_id=None), {"object_id": "o1"})
+    envelope, message = _decoded(row)
+    assert row.routing_key == "action.completed"
+    assert envelope.correlation_id == "r1"
+    assert message == ActionCompleted(run_id="r1", automation_id=None, action_type="simple.op",
+                                      result={"object_id": "o1"})
+
+
+def test_runs_ready_is_chunked(factory: EventFactory) -> None:
+    ids = [f"r{i}" for i in range(2 * READY_BATCH + 1)]
+    rows = factory.runs_ready(ids)
+    assert [r.routing_key for r in rows] == ["run.ready"] * 3
+    decoded = [_decoded(r)[1] for r in rows]
+    assert all(isinstance(m, RunsReady) for m in decoded)
+    assert [rid for m in decoded for rid in m.run_ids] == ids  # type: ignore[attr-defined]
+    assert [len(m.run_ids) for m in decoded] == [READY_BATCH, READY_BATCH, 1]  # type: ignore[attr-defined]
+    assert factory.runs_ready([]) == []
+
+
+def test_every_row_has_its_own_event_id(factory: EventFactory) -> None:
+    rows = [factory.automation_gone("a", "deleted") for _ in range(50)]
+    assert len({decode(r.body).id for r in rows}) == 50
+
+
+async def test_rows_written_by_the_service_decode_back(engine: Engine) -> None:
+    automation = await engine.service.create(Caller("alice"), {
+        "trigger": {"type": "cron", "expression": "0 * * * * ?", "timezone": "UTC"},
+        "action": {"type": "simple.op", "config": {"op": "log", "message": "x"}}})
+    run = await engine.service.run_now(Caller("alice"), automation.id)
+    async with engine.store.transaction() as tx:
+        rows = await tx.outbox.take_batch(100)
+    messages = {r.routing_key: message_from_data(decode(r.body).type, decode(r.body).data) for r in rows}
+    assert messages["automation.created"] == AutomationChanged(
+        automation_id=automation.id, change="created", next_run_at=automation.next_run_at,
+        version=automation.version)
+    assert messages["run.ready"] == RunsReady(run_ids=(run.id,))
+    assert {decode(r.body).source for r in rows} == {"actwheel/t"}
