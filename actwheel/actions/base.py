@@ -280,6 +280,10 @@ class ActionDefinition(ABC):
         """Scopes this particular config needs (default: the type's static ones)."""
         return self.required_scopes
 
+    def nested_actions(self, config: Mapping[str, Any]) -> list[tuple[ActionDefinition, dict[str, Any]]]:
+        """The actions this config will run inside this one (a composite's steps), for permission checks."""
+        return []
+
     def idempotency_key(self, config: Mapping[str, Any]) -> str | None:
         """A natural key for this config's effect (``{type}:...``), or ``None`` to key by run."""
         return None

@@ -16,6 +16,7 @@ commits in one transaction (DESIGN invariant 10).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from actwheel.actions.base import (
 from actwheel.actions.registry import ActionRegistry
 from actwheel.actions.secrets import mask_secrets
 from actwheel.clock import Clock
-from actwheel.errors import InvalidAction
+from actwheel.errors import FieldError, InvalidAction, NotAvailable
 from actwheel.metrics import Metrics
 
 __all__ = ["ALL_SCOPES", "AuditRecord", "DispatchOutcome", "DispatchPipeline", "DispatchRequest"]
@@ -156,20 +157,22 @@ class DispatchPipeline:
         )
 
     def _abac(self, definition: ActionDefinition, request: DispatchRequest) -> tuple[bool, str]:
+        """Every action the request would run, nested steps included, must be allowed."""
         attributes = {"dry_run": request.dry_run, "automation_id": request.automation_id}
-        access = AccessRequest(
-            subject=request.owner_id,
-            action=definition.type,
-            resource=resource_of(request.config),
-            attributes=attributes,
-        )
-        return self._rules.decide(access)
+        why = ""
+        for action_type, config in _actions_within(definition, request.config):
+            access = AccessRequest(subject=request.owner_id, action=action_type, resource=resource_of(config),
+                                   attributes=attributes)
+            allowed, why = self._rules.decide(access)
+            if not allowed:
+                return False, f"{action_type}: {why}"
+        return True, why
 
     def _validate(
         self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
     ) -> DispatchOutcome | None:
-        errors = definition.validate(request.config)
-        trail.add("VALIDATE", ok=not errors, errors=[mask_secrets(e.as_dict()) for e in errors])
+        errors = [_masked(e) for e in definition.validate(request.config)]
+        trail.add("VALIDATE", ok=not errors, errors=[e.as_dict() for e in errors])
         if not errors:
             return None
         message = "invalid config: " + "; ".join(str(e) for e in errors)
@@ -180,7 +183,7 @@ class DispatchPipeline:
                 message,
                 retryable=False,
                 code="validation",
-                data={"errors": [mask_secrets(e.as_dict()) for e in errors]},
+                data={"errors": [e.as_dict() for e in errors]},
             ),
             definition.type,
         )
@@ -210,6 +213,8 @@ class DispatchPipeline:
             if request.dry_run:
                 return await definition.dry_run(request.config, ctx)
             return await execute_with_deadline(definition, request.config, ctx)
+        except NotAvailable as exc:  # e.g. no dry run for this type: trying again will not help
+            return ActionResult.fail(str(exc), retryable=False, code="not_available")
         except Exception as exc:  # an executor bug or infrastructure fault: a result, never a crash
             ctx.log.exception("executor_raised", type=definition.type)
             return ActionResult.fail(
@@ -221,9 +226,10 @@ class DispatchPipeline:
             self._limits[action_type] = asyncio.Semaphore(self._per_type_limit)
         return self._limits[action_type]
 
-    def _on_audit(self, definition: ActionDefinition) -> Callable[[str], None]:
-        def count(phase: str) -> None:
-            if phase == "COMPENSATE":
+    def _on_audit(self, definition: ActionDefinition) -> Callable[[str, Mapping[str, Any]], None]:
+        def count(phase: str, details: Mapping[str, Any]) -> None:
+            # A step that cannot be undone is audited as such, but no compensation ran.
+            if phase == "COMPENSATE" and details.get("status") != "not_compensable":
                 self._metrics.action_compensation.labels(definition.type).inc()
 
         return count
@@ -233,6 +239,25 @@ class DispatchPipeline:
         if outcome.status == "DEAD":
             self._metrics.action_dead_letter.labels("compensation_failed").inc()
         return outcome
+
+
+def _actions_within(definition: ActionDefinition, config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The action itself and every action nested in it (a composite's steps, recursively)."""
+    found: list[tuple[str, Mapping[str, Any]]] = [(definition.type, config)]
+    for nested, nested_config in definition.nested_actions(config):
+        found.extend(_actions_within(nested, nested_config))
+    return found
+
+
+_HIDDEN = "(hidden: the field holds a secret)"
+
+
+def _masked(error: FieldError) -> FieldError:
+    """The error without its value when a segment of its path names a secret-like field."""
+    segments = [part for part in re.split(r"[.\[\]]", error.field) if part]
+    if any(mask_secrets({part: ""}) != {part: ""} for part in segments):
+        return FieldError(error.field, "***", _HIDDEN)
+    return error
 
 
 def _status_of(result: ActionResult) -> tuple[str, str | None]:
@@ -255,9 +280,9 @@ class _Trail:
     def add(self, phase: str, **details: Any) -> None:
         self.records.append(AuditRecord(phase, details, self._clock.now()))
 
-    def sink(self, on_phase: Callable[[str], None]) -> AuditSink:
+    def sink(self, on_phase: Callable[[str, Mapping[str, Any]], None]) -> AuditSink:
         async def audit(phase: str, details: Mapping[str, Any]) -> None:
-            on_phase(phase)
+            on_phase(phase, details)
             self.add(phase, **mask_secrets(dict(details)))
 
         return audit

@@ -251,8 +251,6 @@ async def test_abac_default_deny_and_conditions(host: Host) -> None:
     assert dry.status == "SUCCEEDED"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ABAC sees only the outer type: a rule denying simple.op (or webhook.call) "
-                   "is bypassed by wrapping the step in a composite (pipeline.py _abac checks definition.type only)")
 async def test_abac_deny_cannot_be_bypassed_through_a_composite(host: Host) -> None:
     rules = PolicyRules.from_dict({"rules": [{"effect": "deny", "action": "simple.op"}]})
     config = {"mode": "sequential", "steps": [{"name": "a", "type": "simple.op", "config": LOG}]}
@@ -349,8 +347,6 @@ async def test_dry_run_still_checks_permission_and_validation(host: Host) -> Non
     assert invalid.reason == "validation"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a dry run of a type without dry-run support fails as retryable "
-                   "(pipeline.py _run maps NotAvailable like any exception: retryable=True, code 'error')")
 async def test_dry_run_of_a_type_without_one_is_not_retryable(host: Host) -> None:
     outcome = await host.pipeline().dispatch(_request("test.echo", {}, dry_run=True))
     assert outcome.status == "FAILED"
@@ -408,8 +404,6 @@ async def test_failing_compensation_ends_dead_and_is_counted(host: Host) -> None
     assert len(await host.ontology.list_objects("Order")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: action_compensation_total also counts steps that were NOT compensated "
-                   "(pipeline.py _on_audit counts every COMPENSATE audit, incl. status 'not_compensable')")
 async def test_compensation_metric_counts_only_compensated_steps(host: Host) -> None:
     config = {"mode": "sequential", "saga": True, "steps": [
         {"name": "a", "type": "ontology.create_object", "config": {"object_type": "Order", "properties": {"sku": "A"}}},
@@ -440,9 +434,6 @@ async def test_secrets_are_masked_in_audit_details(host: Host) -> None:
         assert secret not in text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a literal secret under a sensitive key that FAILS validation leaks into "
-                   "the VALIDATE audit row and the run error (pipeline.py _validate masks e.as_dict() by its keys "
-                   "field/value/expected, never by the sensitive field path; FieldError.expected repeats the value)")
 async def test_invalid_secret_literal_is_masked_in_validation_errors(host: Host) -> None:
     config = {"url": "https://example.com/hook", "headers": {"Authorization": ["Bearer leak-me"]}}
     outcome = await host.pipeline().dispatch(_request("webhook.call", config))

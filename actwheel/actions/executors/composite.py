@@ -406,6 +406,9 @@ class CompositeAction(ActionDefinition):
                 found.append((self.registry.get(raw["type"]), dict(raw.get("config", {}))))
         return found
 
+    def nested_actions(self, config: Mapping[str, Any]) -> list[tuple[ActionDefinition, dict[str, Any]]]:
+        return self._definitions(config)
+
     def required_scopes_for(self, config: Mapping[str, Any]) -> frozenset[str]:
         scopes = set(self.required_scopes)
         for definition, step_config in self._definitions(config):
