@@ -34,6 +34,7 @@ from actwheel.policy import Policy
 from actwheel.service import OWNER_KEY, AutomationService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
+    ACTIVE_RUN_STATUSES,
     Automation,
     AutomationStatus,
     CursorAdvance,
@@ -184,11 +185,11 @@ class Planner(ConsumerActor):
         automations = [a for a in [await _get(tx, i.automation_id) for i in items] if a is not None]
         due_for = {i.automation_id: i.scheduled_for for i in items}
         live = [a for a in automations if _plannable(a, due_for[a.id])]
-        busy = await tx.runs.active_automation_ids([a.id for a in live]) if live else set()
+        busy = await _active_runs(tx, live)
         owners = await _owner_activity(tx, {a.owner_id for a in live})
         return [_Planned(a, plan_instants(
             trigger=parse(a.trigger), cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
-            policy=Policy.parse(a.policy), busy=a.id in busy, owner_active=owners[a.owner_id]))
+            policy=Policy.parse(a.policy), busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
             for a in live]
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
@@ -262,6 +263,19 @@ async def _get(tx: Transaction, automation_id: str) -> Automation | None:
 def _plannable(automation: Automation, scheduled_for: datetime) -> bool:
     return (automation.enabled and automation.status is AutomationStatus.ACTIVE
             and automation.next_run_at is not None and automation.next_run_at <= scheduled_for)
+
+
+async def _active_runs(tx: Transaction, automations: list[Automation]) -> dict[str, int]:
+    """Runs still going per automation: a set for most, a count (up to 2) where ``buffer_one`` needs it."""
+    if not automations:
+        return {}
+    busy = await tx.runs.active_automation_ids([a.id for a in automations])
+    counts = {automation_id: 1 for automation_id in busy}
+    for a in automations:
+        if a.id in busy and a.policy.get("overlap") == "buffer_one":
+            going = await tx.runs.query(automation_id=a.id, statuses=list(ACTIVE_RUN_STATUSES), limit=2)
+            counts[a.id] = len(going)
+    return counts
 
 
 async def _owner_activity(tx: Transaction, owners: set[str]) -> dict[str, bool]:

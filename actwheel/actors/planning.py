@@ -6,10 +6,12 @@ is planned (announcements may arrive late or out of order; the dedupe key
 ``schedule:<instant>`` makes planning one twice harmless):
 
 - misfire: an instant older than ``grace_s`` is late. ``fire_once`` fires the
-  latest late instant and records the others SKIPPED(misfire); ``skip``
-  records them all SKIPPED(misfire);
-- overlap: while a previous run is still going, ``skip`` records the instant
-  SKIPPED(overlap); ``buffer_one`` and ``allow`` queue it;
+  latest late instant up to ``scheduled_for`` (none of this plan's when the
+  cap cut it short: the plan that reaches ``scheduled_for`` fires it) and records the others
+  SKIPPED(misfire); ``skip`` records them all SKIPPED(misfire);
+- overlap: while previous runs are still going, ``skip`` records the instant
+  SKIPPED(overlap); ``buffer_one`` queues at most one beyond the running one;
+  ``allow`` queues every instant;
 - a banned owner: SKIPPED(owner_inactive);
 - the cursor moves to the first fire after ``scheduled_for`` (``None``: COMPLETED).
 """
@@ -49,21 +51,25 @@ def plan_instants(
     scheduled_for: datetime,
     now: datetime,
     policy: Policy,
-    busy: bool,
+    busy: int,
     owner_active: bool,
 ) -> Plan:
-    """The plan for moving ``cursor`` past ``scheduled_for`` (``cursor <= scheduled_for``)."""
+    """The plan for moving ``cursor`` past ``scheduled_for`` (``cursor <= scheduled_for``).
+
+    ``busy``: how many runs of the automation are still going (``True`` counts as one).
+    """
     instants = _instants(trigger, cursor, scheduled_for)
     last = instants[-1]
     following = trigger.next_after(last)
     grace = timedelta(seconds=policy.grace_s)
     late = [at for at in instants if now - at > grace]
-    fire_late = late[-1] if late and policy.misfire == "fire_once" else None
+    backlog_goes_on = following is not None and following <= scheduled_for  # the cap cut this plan short
+    fire_late = late[-1] if late and policy.misfire == "fire_once" and not backlog_goes_on else None
     planned = []
     queued = 0
     for at in instants:
         reason = _skip_reason(at, late_set=late, fire_late=fire_late, owner_active=owner_active)
-        if reason is None and _overlaps(policy.overlap, busy=busy, queued=queued):
+        if reason is None and _overlaps(policy.overlap, busy=int(busy), queued=queued):
             reason = "overlap"
         if reason is None:
             queued += 1
@@ -71,13 +77,12 @@ def plan_instants(
     return Plan(tuple(planned), following)
 
 
-def _overlaps(overlap: str, *, busy: bool, queued: int) -> bool:
+def _overlaps(overlap: str, *, busy: int, queued: int) -> bool:
     """Whether one more run would break the overlap policy (``queued``: fired in this plan)."""
     if overlap == "allow":
         return False
-    if overlap == "buffer_one":
-        return queued >= (1 if busy else 2)
-    return busy or queued >= 1
+    going = busy + queued
+    return going >= (2 if overlap == "buffer_one" else 1)
 
 
 def _instants(trigger: Trigger, cursor: datetime, scheduled_for: datetime) -> list[datetime]:

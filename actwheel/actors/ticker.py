@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from actwheel.actors.base import Actor
+from actwheel.actors.planning import MAX_INSTANTS
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError
@@ -131,8 +132,8 @@ class WheelTicker(Actor):
         """Publish every timer due now; refill when the loaded horizon runs low. Returns how many fired."""
         if await self._refresh_partitions() or self._needs_refill():
             await self.refill()
-        now_ms = self._clock.now_ms()
-        fired: list[_Timer] = self._wheel.advance(now_ms)
+        now = self._clock.now()
+        fired = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
         for start in range(0, len(fired), _MAX_BATCH):
             batch = fired[start : start + _MAX_BATCH]
             await self._publish(AutomationsDue(items=tuple(
@@ -165,6 +166,8 @@ class WheelTicker(Actor):
                 self._wheel.cancel(change.automation_id)
             elif self._in_horizon(row.next_run_at) and self._owns(row.partition):
                 self._load(row, replace=True)
+            else:  # moved beyond the horizon or to a partition another instance owns
+                self._wheel.cancel(change.automation_id)
         self._wake.set()
 
     def _load(self, row: ScheduledAutomation, *, replace: bool = False) -> None:
@@ -178,6 +181,17 @@ class WheelTicker(Actor):
             _log.warning("automation_trigger_unparsable", automation_id=row.id)
             return
         self._wheel.schedule(row.id, row_ms, _Timer(row.id, row.next_run_at, trigger))
+
+    def _caught_up(self, timer: _Timer, now: datetime) -> _Timer:
+        """After downtime, the latest instant at or before ``now`` (at most MAX_INSTANTS on): one
+        announcement then covers the whole backlog, and the planner applies the misfire policy to it."""
+        at = timer.scheduled_for
+        for _ in range(MAX_INSTANTS - 1):
+            following = timer.trigger.next_after(at)
+            if following is None or following > now:
+                break
+            at = following
+        return timer if at == timer.scheduled_for else _Timer(timer.automation_id, at, timer.trigger)
 
     def _schedule_following(self, timer: _Timer) -> None:
         following = timer.trigger.next_after(timer.scheduled_for)

@@ -157,8 +157,6 @@ def _drain(*, cursor: datetime, scheduled_for: datetime, now: datetime, **policy
     return fired
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: misfire fire_once fires once per MAX_INSTANTS chunk of a long backlog "
-                   "(planning.py plan_instants: fire_late is the last late instant of the chunk, not of the backlog)")
 def test_fire_once_fires_once_for_a_backlog_longer_than_the_cap() -> None:
     now = T0 + timedelta(hours=1)
     fired = _drain(cursor=T0, scheduled_for=now - timedelta(minutes=30), now=now, grace_s=60, overlap="allow")
@@ -222,8 +220,6 @@ async def test_planner_stale_announcement_is_dropped(engine: Engine) -> None:
     assert len(await _statuses(engine, automation_id)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: buffer_one buffers without limit: the planner passes busy=True both "
-                   "for 'one running' and 'one running + one buffered' (planner.py _plans, planning.py _overlaps)")
 async def test_planner_buffer_one_buffers_at_most_one(engine: Engine) -> None:
     automation_id = await _create(engine, "buffer_one")
     for _ in range(3):

@@ -175,10 +175,6 @@ async def test_a_misfire_comes_due_at_once(start: Start) -> None:
     assert h.items() == [("late", T0 - timedelta(minutes=1))]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after downtime the ticker replays a backlog one past instant per "
-                   "announcement (ticker.py _schedule_following schedules next_after(scheduled_for) even when it is "
-                   "in the past), so the planner plans one-instant backlogs and misfire fire_once fires every missed "
-                   "instant; announce the latest fire <= now (or schedule from now) instead")
 async def test_a_backlog_after_downtime_is_announced_once(start: Start) -> None:
     source = Source()
     source.add("minutely", T0 - timedelta(hours=1))
@@ -229,9 +225,6 @@ async def test_a_change_whose_automation_is_gone_cancels_its_timer(start: Start)
     assert h.published == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an update that moves next_run_at beyond the horizon leaves the old timer "
-                   "in the wheel, which fires at the old time and keeps self-scheduling the old schedule (ticker.py "
-                   "apply_change only cancels when the row is None; cancel when it is out of horizon or not owned)")
 async def test_an_update_beyond_the_horizon_drops_the_old_timer(start: Start) -> None:
     source = Source()
     source.add("a", T0 + timedelta(minutes=1))
