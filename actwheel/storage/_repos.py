@@ -19,6 +19,7 @@ from actwheel.storage.base import (
     AuditRepository,
     AutomationRepository,
     DeadLetterRepository,
+    IdempotencyRepository,
     OntologyRepository,
     OutboxRepository,
     PartitionLeaseRepository,
@@ -41,6 +42,7 @@ from actwheel.storage.records import (
     NewAuditEntry,
     NewAutomation,
     NewDeadLetter,
+    NewOntologyObject,
     NewOutboxMessage,
     NewRun,
     ObjectType,
@@ -113,6 +115,15 @@ class Executor(ABC):
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None
     ) -> None:
         """Run query ``name`` once per row (or once over all rows); returns nothing."""
+
+    @abstractmethod
+    async def copy_rows(self, name: str, rows: Sequence[Mapping[str, Any]], *, guarded: bool = True) -> None:
+        """Bulk-insert ``rows`` as they are with query ``name`` (``COPY … FROM STDIN`` on PostgreSQL,
+        one ``INSERT … VALUES`` run by ``executemany`` on SQLite), in order.
+
+        ``guarded``: under a savepoint, so that a constraint violation undoes every row of the
+        call and leaves the transaction usable (then :class:`IntegrityViolation` is raised).
+        """
 
     @abstractmethod
     async def now(self) -> datetime:
@@ -379,6 +390,12 @@ class SqlAutomations(AutomationRepository):
         if row is None:
             raise NotFound("automation", automation_id)
         return _automation(row)
+
+    async def get_many(self, automation_ids: Sequence[str]) -> dict[str, Automation]:
+        ids = list(dict.fromkeys(_ids("automation_ids", automation_ids)))
+        if not ids:
+            return {}
+        return {r["id"]: _automation(r) for r in await self._x.fetch("get_automations", {"ids": ids})}
 
     async def query(
         self,
@@ -834,6 +851,44 @@ class SqlAudit(AuditRepository):
 # --- ontology -----------------------------------------------------------------------
 
 
+def _new_object_row(i: int, new: NewOntologyObject, now: datetime) -> dict[str, Any]:
+    f = f"objects[{i}]."
+    if not isinstance(new, NewOntologyObject):
+        raise InvalidInput(f"objects[{i}]", type(new).__name__, "a NewOntologyObject")
+    created_by = new.created_by
+    return {
+        "id": c.new_id() if new.id is None else c.text_field(f + "id", new.id),
+        "object_type": c.text_field(f + "object_type", new.object_type),
+        "properties": c.json_field(f + "properties", new.properties),
+        "version": 1,
+        "deleted": False,
+        "created_by": None if created_by is None else c.text_field(f + "created_by", created_by),
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _refuse_repeated_ids(rows: Sequence[Mapping[str, Any]]) -> None:
+    seen: set[str] = set()
+    for row in rows:
+        if row["id"] in seen:
+            raise Conflict("object", row["id"], "id given twice in one batch")
+        seen.add(row["id"])
+
+
+def _created_object(row: Mapping[str, Any]) -> OntologyObject:
+    return OntologyObject(
+        id=row["id"],
+        object_type=row["object_type"],
+        properties=c.loads(row["properties"]),
+        version=1,
+        deleted=False,
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
 class SqlOntology(OntologyRepository):
     def __init__(self, x: Executor) -> None:
         self._x = x
@@ -903,6 +958,31 @@ class SqlOntology(OntologyRepository):
             raise Conflict("object", params["id"], "id already exists") from None
         assert row is not None
         return _object(row)
+
+    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[OntologyObject]:
+        if isinstance(news, str | bytes | Mapping):
+            raise InvalidInput("objects", type(news).__name__, "a sequence of NewOntologyObject")
+        if not news:
+            return []
+        now = await self._x.now()
+        rows = [_new_object_row(i, new, now) for i, new in enumerate(news)]
+        _refuse_repeated_ids(rows)
+        try:
+            await self._x.copy_rows("copy_objects", rows)
+        except IntegrityViolation as exc:
+            await self._raise_refused(rows, exc)
+        return [_created_object(row) for row in rows]
+
+    async def _raise_refused(self, rows: list[dict[str, Any]], exc: IntegrityViolation) -> None:
+        """Name the first object of a refused batch: a missing type, else a taken id."""
+        if exc.kind == "foreign_key":
+            names = list(dict.fromkeys(r["object_type"] for r in rows))
+            known = {r["name"] for r in await self._x.fetch("types_in", {"names": names})}
+            missing = next((name for name in names if name not in known), names[0])
+            raise NotFound("object_type", missing) from None
+        ids = [r["id"] for r in rows]
+        taken = {r["id"] for r in await self._x.fetch("object_ids_in", {"ids": ids})}
+        raise Conflict("object", next((i for i in ids if i in taken), ids[0]), "id already exists") from None
 
     async def get_object(self, object_id: str, *, include_deleted: bool = False) -> OntologyObject:
         row = await self._x.fetchrow("get_object", {"id": object_id})
@@ -1153,6 +1233,38 @@ class SqlSecrets(SecretRepository):
     async def names(self, owner_id: str) -> list[str]:
         return [r["name"] for r in await self._x.fetch("secret_names", {"owner_id": owner_id})]
 
+    async def exists_any(self) -> bool:
+        row = await self._x.fetchrow("any_secret")
+        return row is not None and bool(row["found"])
+
+
+# --- idempotency keys ---------------------------------------------------------------
+
+#: The largest outcome one idempotency key may hold (a batch's ids fit: 20k uuids ≈ 0.8 MB).
+MAX_OUTCOME_BYTES = 4 * 1024 * 1024
+
+
+def _outcome(value: Any) -> c.JsonText:
+    if not isinstance(value, Mapping):
+        raise InvalidInput("outcome", type(value).__name__, "a JSON object (a dict)")
+    return c.json_field("outcome", dict(value), limit=MAX_OUTCOME_BYTES)
+
+
+class SqlIdempotency(IdempotencyRepository):
+    def __init__(self, x: Executor) -> None:
+        self._x = x
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        row = await self._x.fetchrow("get_idempotency_key", {"key": c.text_field("key", key)})
+        return None if row is None else dict(c.loads(row["outcome"]))
+
+    async def put(self, key: str, outcome: dict[str, Any]) -> bool:
+        params = {"key": c.text_field("key", key), "outcome": _outcome(outcome)}
+        return await self._x.fetchrow("put_idempotency_key", params) is not None
+
+    async def purge(self, before: datetime) -> int:
+        return len(await self._x.fetch("purge_idempotency_keys", {"before": c.aware("before", before)}))
+
 
 # --- operations ---------------------------------------------------------------------
 
@@ -1231,6 +1343,7 @@ class SqlTransaction(Transaction):
         self.secrets = SqlSecrets(x)
         self.dead_letters = SqlDeadLetters(x)
         self.partitions = SqlPartitionLeases(x)
+        self.idempotency = SqlIdempotency(x)
 
     @property
     def outbox_touched(self) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-__all__ = ["Migration", "Query", "load_migrations", "load_queries", "split_statements"]
+__all__ = ["Migration", "Query", "load_migrations", "load_queries", "qmark", "split_statements"]
 
 _NAME_LINE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -50,6 +50,17 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
         return f"${names.index(name) + 1}"
 
     return _PARAM.sub(number, sql), tuple(names)
+
+
+def qmark(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with every ``:name`` replaced by ``?``, and the names in placeholder order (repeats kept)."""
+    names: list[str] = []
+
+    def mark(match: re.Match[str]) -> str:
+        names.append(match.group(1))
+        return "?"
+
+    return _PARAM.sub(mark, sql), tuple(names)
 
 
 @cache

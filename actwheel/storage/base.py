@@ -35,6 +35,7 @@ from actwheel.storage.records import (
     NewAuditEntry,
     NewAutomation,
     NewDeadLetter,
+    NewOntologyObject,
     NewOutboxMessage,
     NewRun,
     ObjectType,
@@ -56,6 +57,7 @@ __all__ = [
     "AutomationRepository",
     "DeadLetterRepository",
     "Dialect",
+    "IdempotencyRepository",
     "OntologyRepository",
     "OutboxRepository",
     "PartitionLeaseRepository",
@@ -83,6 +85,14 @@ class AutomationRepository(ABC):
     @abstractmethod
     async def get(self, automation_id: str) -> Automation:
         """:raises NotFound: no automation ``automation_id``"""
+
+    @abstractmethod
+    async def get_many(self, automation_ids: Sequence[str]) -> dict[str, Automation]:
+        """The automations of ``automation_ids`` by id, in one statement; missing ids are absent
+        (never an error). Duplicates are allowed; an empty sequence returns ``{}``.
+
+        :raises InvalidInput: ``automation_ids`` is one string, or holds a non-string or empty id
+        """
 
     @abstractmethod
     async def query(
@@ -358,6 +368,18 @@ class OntologyRepository(ABC):
         """:raises NotFound: no such object type  :raises Conflict: ``object_id`` is taken"""
 
     @abstractmethod
+    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[OntologyObject]:
+        """:meth:`create_object` for many objects in one statement; results in the order of ``news``.
+
+        All or nothing: when one object is refused, none of the batch is written and the
+        transaction stays usable (as after a refused :meth:`create_object`).
+
+        :raises InvalidInput: a bad field, named by index (``objects[3].properties``)
+        :raises NotFound: an object type does not exist (the first such, in order)
+        :raises Conflict: an id is taken, or given twice in ``news``
+        """
+
+    @abstractmethod
     async def get_object(self, object_id: str, *, include_deleted: bool = False) -> OntologyObject:
         """:raises NotFound: no such object (or soft-deleted and ``include_deleted`` is false)"""
 
@@ -492,6 +514,40 @@ class SecretRepository(ABC):
     async def names(self, owner_id: str) -> list[str]:
         """The names of an owner's secrets, sorted."""
 
+    @abstractmethod
+    async def exists_any(self) -> bool:
+        """Whether any secret of any owner is stored (so a host can refuse to start without a key)."""
+
+
+class IdempotencyRepository(ABC):
+    """A ledger of outcomes by idempotency key (table ``idempotency_keys``), for executors that
+    must answer a repeated request with the first outcome.
+
+    Written in the caller's transaction: record the outcome with :meth:`put` in the same
+    transaction as the change it describes, so both commit or neither does. Keys are opaque
+    strings chosen by the caller (prefix them by kind, e.g. ``ontology.create_object:<hash>``).
+    """
+
+    @abstractmethod
+    async def get(self, key: str) -> dict[str, Any] | None:
+        """The outcome recorded under ``key``, or None."""
+
+    @abstractmethod
+    async def put(self, key: str, outcome: dict[str, Any]) -> bool:
+        """Record ``outcome`` under ``key`` unless the key is recorded already (insert-if-absent).
+
+        :returns: True when this call recorded it; False when ``key`` already existed (the
+            stored outcome is unchanged — read it with :meth:`get`). When another open
+            transaction is recording the same key, this waits for it: False if it commits,
+            True if it rolls back (PostgreSQL; SQLite has one writer at a time).
+        :raises InvalidInput: ``key`` is not a non-empty string of at most 1024 characters,
+            ``outcome`` is not a JSON object or is over 4 MiB of JSON
+        """
+
+    @abstractmethod
+    async def purge(self, before: datetime) -> int:
+        """Delete the keys recorded before ``before``; returns how many."""
+
 
 class DeadLetterRepository(ABC):
     """Things that failed for good (a compensation that failed, an undeliverable message)."""
@@ -547,6 +603,7 @@ class Transaction(ABC):
     secrets: SecretRepository
     dead_letters: DeadLetterRepository
     partitions: PartitionLeaseRepository
+    idempotency: IdempotencyRepository
 
     @abstractmethod
     async def now(self) -> datetime:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
+from functools import cache
+from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -82,11 +85,27 @@ def _mapped() -> Iterator[None]:
         raise ours from exc
 
 
+_COPY = re.compile(r"COPY\s+(\w+)\s*\(([^)]*)\)\s+FROM\s+STDIN", re.IGNORECASE)
+
+
+@cache
+def _copy_target(sql: str) -> tuple[str, tuple[str, ...], Any]:
+    """Table, columns and a row → tuple getter of a named ``COPY table (columns) FROM STDIN`` query."""
+    match = _COPY.fullmatch(sql.strip())
+    if match is None:
+        raise ValueError(f"not a COPY … FROM STDIN query: {sql[:60]!r}")
+    columns = tuple(col.strip() for col in match.group(2).split(","))
+    if len(columns) < 2:
+        raise ValueError(f"a COPY query needs at least two columns: {sql[:60]!r}")
+    return match.group(1), columns, itemgetter(*columns)
+
+
 class _PgExecutor(Executor):
     def __init__(self, conn: asyncpg.Connection, queries: Mapping[str, Query], timeout: float) -> None:
         self._conn = conn
         self._queries = queries
         self._timeout = timeout
+        self._now: datetime | None = None
         self.outbox_touched = False
 
     def _args(self, query: Query, params: Mapping[str, Any] | None) -> list[Any]:
@@ -134,15 +153,41 @@ class _PgExecutor(Executor):
                 query.sql, *self._args(query, {**_columns(rows), **(params or {})}), timeout=self._timeout
             )
 
+    async def copy_rows(self, name: str, rows: Sequence[Mapping[str, Any]], *, guarded: bool = True) -> None:
+        if not rows:
+            return
+        table, columns, pick = _copy_target(self._queries[name].sql)
+        records = [pick(row) for row in rows]
+        if not guarded:
+            await self._copy(table, columns, records)
+            return
+        savepoint = self._conn.transaction()
+        with _mapped():
+            await savepoint.start()
+        try:
+            await self._copy(table, columns, records)
+        except BaseException:
+            with _mapped():
+                await savepoint.rollback()
+            raise
+        with _mapped():
+            await savepoint.commit()
+
+    async def _copy(self, table: str, columns: tuple[str, ...], records: list[Any]) -> None:
+        with _mapped():
+            await self._conn.copy_records_to_table(table, records=records, columns=columns, timeout=self._timeout)
+
     async def execute_script(self, sql: str) -> None:
         with _mapped():
             await self._conn.execute(sql, timeout=self._timeout)
 
     async def now(self) -> datetime:
-        row = await self.fetchrow("db_now")
-        assert row is not None
-        value: datetime = row["now"]
-        return value
+        # now() is the transaction's start time: the same for every statement of it.
+        if self._now is None:
+            row = await self.fetchrow("db_now")
+            assert row is not None
+            self._now = row["now"]
+        return self._now
 
 
 def _embed_json(value: Any) -> Any:

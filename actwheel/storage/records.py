@@ -29,6 +29,7 @@ __all__ = [
     "NewAuditEntry",
     "NewAutomation",
     "NewDeadLetter",
+    "NewOntologyObject",
     "NewOutboxMessage",
     "NewRun",
     "ObjectType",
@@ -358,6 +359,16 @@ class OntologyObject:
     created_by: str | None
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewOntologyObject:
+    """An object to create (:meth:`OntologyRepository.create_objects`); ``id`` None = a new random id."""
+
+    object_type: str
+    properties: dict[str, Any]
+    id: str | None = None
+    created_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

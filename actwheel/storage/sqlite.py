@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
+from functools import cache
+from operator import itemgetter
 from typing import Any, cast
 
 import aiosqlite
@@ -23,7 +25,7 @@ from actwheel.clock import Clock, SystemClock
 from actwheel.errors import StorageError, StorageUnavailable
 from actwheel.storage import _codec as c
 from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
-from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
+from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
 from actwheel.storage.base import Store, Transaction
 
 __all__ = ["SqliteStore"]
@@ -51,6 +53,17 @@ def _encode(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return orjson.dumps(value, default=_json_default, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
     return value
+
+
+#: Values sqlite3 binds as they are (everything else goes through :func:`_encode`).
+_PLAIN = frozenset({str, int, float, bytes, type(None), c.JsonText})
+
+
+@cache
+def _positional(query: Query) -> tuple[str, Any]:
+    """``query`` with ``?`` placeholders, and a row → values getter in their order."""
+    sql, names = qmark(query.sql)
+    return sql, itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
 
 
 @contextmanager
@@ -110,6 +123,36 @@ class _SqliteExecutor(Executor):
         bound = [self._bind(query, {**(params or {}), **row}) for row in rows]
         with _mapped():
             await self._conn.executemany(query.sql, bound)
+
+    async def copy_rows(self, name: str, rows: Sequence[Mapping[str, Any]], *, guarded: bool = True) -> None:
+        if not rows:
+            return
+        query = self._queries[name]
+        sql, pick = _positional(query)
+        if "now" in query.params:
+            now = self._clock.now()
+            rows = [{**row, "now": now} for row in rows]
+        values = [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
+        if not guarded:
+            with _mapped():
+                await self._conn.executemany(sql, values)
+            return
+        await self._guarded_many(sql, values)
+
+    async def _guarded_many(self, sql: str, values: list[list[Any]]) -> None:
+        # executemany stops at the first refused row, keeping the ones before: a savepoint undoes them.
+        with _mapped():
+            await self._conn.execute("SAVEPOINT copy_rows")
+        try:
+            with _mapped():
+                await self._conn.executemany(sql, values)
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await self._conn.execute("ROLLBACK TO copy_rows")
+                await self._conn.execute("RELEASE copy_rows")
+            raise
+        with _mapped():
+            await self._conn.execute("RELEASE copy_rows")
 
     async def now(self) -> datetime:
         return self._clock.now()

@@ -9,14 +9,39 @@ import sys
 from pathlib import Path
 
 import pytest
-from storage_harness import Backend
+from storage_harness import Backend, new_automation
 
 from actwheel.commands.migrate import database_url, migrate
 from actwheel.errors import InvalidInput, StorageUnavailable
 from actwheel.storage import DEFAULT_DATABASE_URL, open_store
 from actwheel.storage._sql import load_migrations, load_queries
+from actwheel.storage import postgres as postgres_adapter
+from actwheel.storage import sqlite as sqlite_adapter
 from actwheel.storage.postgres import PostgresStore
 from actwheel.storage.sqlite import SqliteStore
+
+
+async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = sqlite_adapter if backend.kind == "sqlite" else postgres_adapter
+    monkeypatch.setattr(adapter, "load_migrations", lambda dialect: load_migrations(dialect)[:1])
+    async with backend.opened() as old:
+        async with old.transaction() as tx:
+            created = await tx.automations.create(new_automation())
+    monkeypatch.undo()
+    upgrading = backend.open(migrate=False)
+    await upgrading.start()
+    try:
+        applied = await upgrading.migrate()
+        async with upgrading.transaction() as tx:
+            kept = await tx.automations.get(created.id)
+            recorded = await tx.idempotency.put("k", {"ok": True})
+    finally:
+        await upgrading.stop()
+    assert applied == ["0002_idempotency_keys"]
+    assert kept == created
+    assert recorded is True
 
 
 async def test_migrate_is_idempotent(backend: Backend) -> None:
@@ -44,12 +69,12 @@ async def test_concurrent_migrations_apply_each_migration_once(backend: Backend)
 
 async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None:
     out = io.StringIO()
-    assert await migrate(backend.url, out) == ["0001_init"]
+    assert await migrate(backend.url, out) == ["0001_init", "0002_idempotency_keys"]
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()
-    assert lines[0] == "applied 0001_init"
-    assert lines[1].endswith("1 migration(s) applied, schema up to date")
-    assert lines[2].endswith("0 migration(s) applied, schema up to date")
+    assert lines[:2] == ["applied 0001_init", "applied 0002_idempotency_keys"]
+    assert lines[2].endswith("2 migration(s) applied, schema up to date")
+    assert lines[3].endswith("0 migration(s) applied, schema up to date")
     assert "actwheel:actwheel@" not in out.getvalue()  # the password is redacted
 
 

@@ -36,6 +36,9 @@ RETURNING *;
 -- name: get_automation
 SELECT * FROM automations WHERE id = :id;
 
+-- name: get_automations
+SELECT * FROM automations WHERE id = ANY(:ids::text[]);
+
 -- name: query_automations
 SELECT * FROM automations
 WHERE (:owner_id::text IS NULL OR owner_id = :owner_id)
@@ -326,6 +329,15 @@ INSERT INTO objects (id, object_type, properties, created_by)
 VALUES (:id, :object_type, :properties::jsonb, :created_by)
 RETURNING *;
 
+-- name: copy_objects
+COPY objects (id, object_type, properties, version, deleted, created_by, created_at, updated_at) FROM STDIN;
+
+-- name: types_in
+SELECT name FROM object_types WHERE name = ANY(:names::text[]);
+
+-- name: object_ids_in
+SELECT id FROM objects WHERE id = ANY(:ids::text[]);
+
 -- name: get_object
 SELECT * FROM objects WHERE id = :id;
 
@@ -420,6 +432,9 @@ DELETE FROM secrets WHERE owner_id = :owner_id AND name = :name RETURNING id;
 -- name: secret_names
 SELECT name FROM secrets WHERE owner_id = :owner_id ORDER BY name;
 
+-- name: any_secret
+SELECT EXISTS (SELECT 1 FROM secrets) AS found;
+
 -- ---------------------------------------------------------------- dead letters
 -- name: insert_dead_letter
 INSERT INTO dead_letters (id, source, ref_id, reason, payload) VALUES (:id, :source, :ref_id, :reason, :payload::jsonb)
@@ -454,3 +469,15 @@ DELETE FROM partition_leases WHERE owner = :owner AND "partition" = ANY(:partiti
 
 -- name: all_partitions
 SELECT * FROM partition_leases ORDER BY "partition";
+
+-- ---------------------------------------------------------------- idempotency keys
+-- name: get_idempotency_key
+SELECT outcome FROM idempotency_keys WHERE key = :key;
+
+-- name: put_idempotency_key
+INSERT INTO idempotency_keys (key, outcome) VALUES (:key, :outcome::jsonb)
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: purge_idempotency_keys
+DELETE FROM idempotency_keys WHERE created_at < :before RETURNING key;

@@ -28,6 +28,9 @@ RETURNING *;
 -- name: get_automation
 SELECT * FROM automations WHERE id = :id;
 
+-- name: get_automations
+SELECT * FROM automations WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: query_automations
 SELECT * FROM automations
 WHERE (:owner_id IS NULL OR owner_id = :owner_id)
@@ -302,6 +305,16 @@ INSERT INTO objects (id, object_type, properties, version, deleted, created_by, 
 VALUES (:id, :object_type, :properties, 1, 0, :created_by, :now, :now)
 RETURNING *;
 
+-- name: copy_objects
+INSERT INTO objects (id, object_type, properties, version, deleted, created_by, created_at, updated_at)
+VALUES (:id, :object_type, :properties, :version, :deleted, :created_by, :created_at, :updated_at);
+
+-- name: types_in
+SELECT name FROM object_types WHERE name IN (SELECT value FROM json_each(:names));
+
+-- name: object_ids_in
+SELECT id FROM objects WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: get_object
 SELECT * FROM objects WHERE id = :id;
 
@@ -401,6 +414,9 @@ DELETE FROM secrets WHERE owner_id = :owner_id AND name = :name RETURNING id;
 -- name: secret_names
 SELECT name FROM secrets WHERE owner_id = :owner_id ORDER BY name;
 
+-- name: any_secret
+SELECT EXISTS (SELECT 1 FROM secrets) AS found;
+
 -- ---------------------------------------------------------------- dead letters
 -- name: insert_dead_letter
 INSERT INTO dead_letters (id, source, ref_id, reason, payload, created_at)
@@ -437,3 +453,15 @@ RETURNING "partition";
 
 -- name: all_partitions
 SELECT * FROM partition_leases ORDER BY "partition";
+
+-- ---------------------------------------------------------------- idempotency keys
+-- name: get_idempotency_key
+SELECT outcome FROM idempotency_keys WHERE key = :key;
+
+-- name: put_idempotency_key
+INSERT INTO idempotency_keys (key, outcome, created_at) VALUES (:key, :outcome, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: purge_idempotency_keys
+DELETE FROM idempotency_keys WHERE created_at < :before RETURNING key;

@@ -1,0 +1,7 @@
+-- The idempotency-key ledger of executors: one outcome per key, insert-if-absent.
+CREATE TABLE idempotency_keys (
+    key         text PRIMARY KEY,
+    outcome     jsonb NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
