@@ -31,6 +31,7 @@ from actwheel.storage.base import (
     Store,
     Transaction,
 )
+from actwheel.storage.retry import TransientStorageError, in_transaction
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -47,6 +48,8 @@ __all__ = [
     "SecretRepository",
     "Store",
     "Transaction",
+    "TransientStorageError",
+    "in_transaction",
     "open_store",
     "redact_url",
 ]

@@ -28,6 +28,7 @@ from actwheel.storage._codec import JsonText
 from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
 from actwheel.storage.base import Store, Transaction
+from actwheel.storage.retry import TransientStorageError
 
 __all__ = ["PostgresStore"]
 
@@ -37,7 +38,6 @@ _INTEGRITY_KINDS: tuple[tuple[type[Exception], str], ...] = (
     (asyncpg.CheckViolationError, "check"),
     (asyncpg.NotNullViolationError, "not_null"),
 )
-_TRANSIENT = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
 _UNREACHABLE = (
     asyncpg.PostgresConnectionError,
     asyncpg.InternalClientError,  # the protocol of a connection the server dropped under us
@@ -49,6 +49,8 @@ _UNREACHABLE = (
     OSError,
 )
 
+_CLOSED_MARKERS = ("connection has been released back to the pool", "connection is closed")
+
 
 def _redacted(dsn: str) -> str:
     parts = urlsplit(dsn)
@@ -57,29 +59,44 @@ def _redacted(dsn: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
-def _translate(exc: BaseException) -> Exception | None:
-    """Our error for a driver error, or None when ``exc`` is not the driver's."""
+def _translate(exc: BaseException, *, at_commit: bool = False) -> Exception | None:
+    """Our error for a driver error, or None when ``exc`` is not the driver's.
+
+    Deadlocks, serialisation failures and connections lost before COMMIT become
+    :class:`TransientStorageError` (the database rolled the transaction back: run it again);
+    a connection lost during COMMIT leaves the outcome unknown, so it is not transient.
+    """
     for kind_type, kind in _INTEGRITY_KINDS:
         if isinstance(exc, kind_type):
             constraint = getattr(exc, "constraint_name", None) or "?"
             return IntegrityViolation(kind, constraint, str(exc))
-    if isinstance(exc, _TRANSIENT):
-        return StorageUnavailable(f"transient conflict, retry the transaction: {exc}")
+    if isinstance(exc, asyncpg.DeadlockDetectedError):
+        return TransientStorageError("deadlock", str(exc))
+    if isinstance(exc, asyncpg.SerializationError):
+        return TransientStorageError("serialization", str(exc))
     if isinstance(exc, TimeoutError | asyncpg.QueryCanceledError):
         return StorageUnavailable(f"postgres timed out: {exc or type(exc).__name__}")
-    if isinstance(exc, _UNREACHABLE):
-        return StorageUnavailable(f"postgres unreachable: {type(exc).__name__}: {exc}")
+    if isinstance(exc, _UNREACHABLE) or _closed_under_us(exc):
+        if at_commit:
+            return StorageUnavailable(f"connection lost during COMMIT, outcome unknown: {type(exc).__name__}: {exc}")
+        return TransientStorageError("connection_lost", f"{type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
         return StorageError(f"postgres: {type(exc).__name__}: {exc}")
     return None
 
 
+def _closed_under_us(exc: BaseException) -> bool:
+    """asyncpg's word for a connection that closed while we held it: the pool detaches the
+    proxy (we never release a connection mid-transaction), or the connection reports closed."""
+    return isinstance(exc, asyncpg.InterfaceError) and any(m in str(exc) for m in _CLOSED_MARKERS)
+
+
 @contextmanager
-def _mapped() -> Iterator[None]:
+def _mapped(*, at_commit: bool = False) -> Iterator[None]:
     try:
         yield
     except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError, OSError) as exc:
-        ours = _translate(exc)
+        ours = _translate(exc, at_commit=at_commit)
         if ours is None:
             raise
         raise ours from exc
@@ -313,7 +330,7 @@ class PostgresStore(Store):
                 yield x
                 if x.outbox_touched:
                     await x.fetch("notify_outbox", {"channel": self._channel})
-                with _mapped():
+                with _mapped(at_commit=True):
                     await tr.commit()
             except BaseException:
                 await asyncio.shield(_rollback_quietly(tr, conn))

@@ -14,9 +14,9 @@ from storage_harness import Backend, new_automation
 from actwheel.commands.migrate import database_url, migrate
 from actwheel.errors import InvalidInput, StorageUnavailable
 from actwheel.storage import DEFAULT_DATABASE_URL, open_store
-from actwheel.storage._sql import load_migrations, load_queries
 from actwheel.storage import postgres as postgres_adapter
 from actwheel.storage import sqlite as sqlite_adapter
+from actwheel.storage._sql import load_migrations, load_queries
 from actwheel.storage.postgres import PostgresStore
 from actwheel.storage.sqlite import SqliteStore
 
@@ -26,9 +26,8 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
 ) -> None:
     adapter = sqlite_adapter if backend.kind == "sqlite" else postgres_adapter
     monkeypatch.setattr(adapter, "load_migrations", lambda dialect: load_migrations(dialect)[:1])
-    async with backend.opened() as old:
-        async with old.transaction() as tx:
-            created = await tx.automations.create(new_automation())
+    async with backend.opened() as old, old.transaction() as tx:
+        created = await tx.automations.create(new_automation())
     monkeypatch.undo()
     upgrading = backend.open(migrate=False)
     await upgrading.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 from storage_harness import Backend, aborted, db_now, make_automation
 
