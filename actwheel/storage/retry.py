@@ -62,7 +62,7 @@ def backoff_delay(attempt: int, base_s: float, max_s: float) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1-based): exponential, capped,
     with "equal jitter" (half fixed, half random) so that the losers of one deadlock spread out."""
     ceiling = min(max_s, base_s * 2 ** (attempt - 1))
-    return ceiling / 2 + random.uniform(0, ceiling / 2)  # jitter, not cryptography
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
 def _check_attempts(attempts: int) -> int:
