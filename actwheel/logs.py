@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 import structlog
 
+from actwheel.errors import InvalidInput
+
 __all__ = ["configure_logging", "get_logger"]
 
 _SECRET_KEYS = ("password", "secret", "token", "authorization", "api_key", "apikey", "signature")
@@ -30,8 +32,16 @@ def _orjson_dumps(obj: Any, default: Any = None) -> str:
     return orjson.dumps(obj, default=default or str).decode()
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
-    """Configure structlog once for the process (idempotent)."""
+    """Configure structlog once for the process (idempotent).
+
+    :raises InvalidInput: ``level`` is not one of :data:`LEVELS`
+    """
+    if not isinstance(level, str) or level.upper() not in LEVELS:
+        raise InvalidInput("log_level", level, "one of " + ", ".join(LEVELS))
     json = (not sys.stderr.isatty()) if json is None else json
     renderer: Any = (
         structlog.processors.JSONRenderer(serializer=_orjson_dumps)

@@ -163,7 +163,7 @@ class RunTransitioned(Message):
     def from_data(cls, data: Mapping[str, Any]) -> RunTransitioned:
         scheduled = data.get("scheduled_for")
         attempt = data.get("attempt", 0)
-        if not isinstance(attempt, int):
+        if not isinstance(attempt, int) or isinstance(attempt, bool):
             raise InvalidMessage("data.attempt", attempt, "an integer")
         return cls(
             run_id=_str(data, "run_id"),
@@ -199,7 +199,7 @@ class AutomationChanged(Message):
     def from_data(cls, data: Mapping[str, Any]) -> AutomationChanged:
         nxt = data.get("next_run_at")
         version = data.get("version", 0)
-        if not isinstance(version, int):
+        if not isinstance(version, int) or isinstance(version, bool):
             raise InvalidMessage("data.version", version, "an integer")
         return cls(
             automation_id=_str(data, "automation_id"),

@@ -103,10 +103,14 @@ class AutomationService:
 
         :raises Conflict: ``expected_version`` is stale
         """
+        if "enabled" in payload:
+            raise InvalidInput("enabled", payload["enabled"],
+                               "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
         async with self._store.transaction() as tx:
             current = await tx.automations.get(automation_id)
-            merged = {**_as_payload(current), **payload}
-            spec = self._parse(merged)
+            merged = {**_as_payload(current, flat=("action_type" in payload or "action_config" in payload)),
+                      **payload}
+            spec = self._parse(merged, check_ended="trigger" in payload)
             changes = await self._changes(tx, current, spec, trigger_changed="trigger" in payload)
             updated = await tx.automations.update(automation_id, expected_version, changes)
             await tx.outbox.append(self._events.automation_changed(updated, "updated"))
@@ -178,7 +182,7 @@ class AutomationService:
 
     # --- helpers ---------------------------------------------------------------------
 
-    def _parse(self, payload: Mapping[str, Any]) -> _Spec:
+    def _parse(self, payload: Mapping[str, Any], *, check_ended: bool = True) -> _Spec:
         if not isinstance(payload, Mapping):
             raise InvalidInput("body", payload, "a JSON object")
         errors: list[FieldError] = [FieldError(k, payload[k], "one of the fields " + ", ".join(sorted(_FIELDS)))
@@ -187,6 +191,9 @@ class AutomationService:
             raise NotAvailable("non-durable automations (durable: false)",
                                "every automation is stored; omit 'durable' or set it to true")
         trigger, trigger_spec = _parse_trigger(payload.get("trigger"), errors)
+        if check_ended and trigger is not None and _has_ended(trigger, self._clock.now()):
+            errors.append(FieldError("trigger", payload.get("trigger"), "a schedule with a fire still to come "
+                                     "(this one has ended: a 'once' in the past, or an end before now)"))
         action_type, action_config = self._parse_action(payload, errors)
         policy = _parse_policy(payload.get("policy"), errors)
         labels = _parse_labels(payload.get("labels", {}), errors)
@@ -209,11 +216,14 @@ class AutomationService:
             return "", {}
         kind = action.get("type") or action.get("executor_type")
         config = action.get("config", action.get("parameters", {}))
+        if not isinstance(kind, str) or not kind:
+            errors.append(FieldError("action.type", kind, "an action type, e.g. 'simple.op' (GET /v1/actions/types)"))
+            return "", dict(config) if isinstance(config, Mapping) else {}
         if not isinstance(config, Mapping):
             errors.append(FieldError("action.config", config, "an object"))
             return str(kind), {}
         try:
-            definition = self._registry.get(str(kind))
+            definition = self._registry.get(kind)
         except InvalidInput as exc:
             errors.extend(FieldError(f"action.{e.field}", e.value, e.expected) for e in exc.errors)
             return str(kind), dict(config)
@@ -265,7 +275,7 @@ def _parse_trigger(raw: Any, errors: list[FieldError]) -> tuple[Trigger | None, 
     try:
         trigger = parse(raw)
     except InvalidTrigger as exc:
-        errors.extend(FieldError(f"trigger.{e.field}", e.value, e.expected) for e in exc.errors)
+        errors.extend(FieldError(trigger_field(e.field), e.value, e.expected) for e in exc.errors)
         return None, {}
     spec = trigger.to_spec()
     routing_key = spec.get("routing_key")
@@ -274,6 +284,15 @@ def _parse_trigger(raw: Any, errors: list[FieldError]) -> tuple[Trigger | None, 
                                  "a pattern outside actwheel's own namespaces " + ", ".join(_RESERVED_PREFIXES)
                                  + " that does not start with a wildcard"))
     return trigger, spec
+
+
+def _has_ended(trigger: Trigger, now: datetime) -> bool:
+    return not trigger.is_event and trigger.next_after(now) is None
+
+
+def trigger_field(field: str) -> str:
+    """A trigger error's field named from the body root (``trigger.expression.seconds``)."""
+    return field if field == "trigger" or field.startswith("trigger.") else f"trigger.{field}"
 
 
 def _parse_policy(raw: Any, errors: list[FieldError]) -> Policy | None:
@@ -294,8 +313,11 @@ def _parse_labels(raw: Any, errors: list[FieldError]) -> dict[str, Any]:
     return dict(raw)
 
 
-def _as_payload(automation: Automation) -> dict[str, Any]:
-    return {"name": automation.name, "trigger": automation.trigger,
-            "action": {"type": automation.action_type, "config": automation.action_config},
-            "policy": automation.policy, "labels": automation.labels, "enabled": automation.enabled}
+def _as_payload(automation: Automation, *, flat: bool = False) -> dict[str, Any]:
+    """The stored automation as a create payload; ``flat`` uses action_type/action_config like the update."""
+    action: dict[str, Any] = (
+        {"action_type": automation.action_type, "action_config": automation.action_config} if flat
+        else {"action": {"type": automation.action_type, "config": automation.action_config}})
+    return {"name": automation.name, "trigger": automation.trigger, **action, "policy": automation.policy,
+            "labels": automation.labels}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -78,11 +79,15 @@ class Settings:
 
     def validate(self) -> None:
         unknown = [r for r in self.roles if r not in ALL_ROLES]
-        if unknown:
-            raise InvalidInput("actors", unknown[0], "one of " + ", ".join(ALL_ROLES))
+        if unknown or not self.roles:
+            raise InvalidInput("actors", unknown[0] if unknown else "", "one or more of " + ", ".join(ALL_ROLES))
+        for name in ("lease_s", "grace_s", "sweep_interval_s", "stale_pending_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise InvalidInput(name, value, "a finite number of seconds > 0")
         if not 0 < self.http_port < 65536:
             raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
-        if self.horizon_s < 1:
+        if not math.isfinite(self.horizon_s) or self.horizon_s < 1:
             raise InvalidInput("horizon_s", self.horizon_s, "at least 1 second")
 
 

@@ -93,23 +93,29 @@ def _rules(raw: Any, errors: list[FieldError]) -> tuple[Rule, ...]:
         return ()
     rules = []
     for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or item.get("effect") not in ("allow", "deny"):
-            errors.append(FieldError(f"rules[{i}].effect", item, "'allow' or 'deny'"))
-            continue
-        conditions = item.get("conditions", {})
-        if not isinstance(conditions, Mapping):
-            errors.append(FieldError(f"rules[{i}].conditions", conditions, "an object"))
-            continue
-        rules.append(
-            Rule(
-                effect=item["effect"],
-                subject=str(item.get("subject", "*")),
-                action=str(item.get("action", "*")),
-                resource=str(item.get("resource", "*")),
-                conditions=dict(conditions),
-            )
-        )
+        rule = _rule(i, item, errors)
+        if rule is not None:
+            rules.append(rule)
     return tuple(rules)
+
+
+def _rule(i: int, item: Any, errors: list[FieldError]) -> Rule | None:
+    if not isinstance(item, Mapping):
+        errors.append(FieldError(f"rules[{i}]", item, "an object {effect, subject?, action?, resource?, conditions?}"))
+        return None
+    found = len(errors)
+    if item.get("effect") not in ("allow", "deny"):
+        errors.append(FieldError(f"rules[{i}].effect", item.get("effect"), "'allow' or 'deny'"))
+    for name in ("subject", "action", "resource"):
+        if not isinstance(item.get(name, "*"), str):
+            errors.append(FieldError(f"rules[{i}].{name}", item[name], "a shell-style pattern string"))
+    conditions = item.get("conditions", {})
+    if not isinstance(conditions, Mapping):
+        errors.append(FieldError(f"rules[{i}].conditions", conditions, "an object"))
+    if len(errors) > found:
+        return None
+    return Rule(effect=item["effect"], subject=item.get("subject", "*"), action=item.get("action", "*"),
+                resource=item.get("resource", "*"), conditions=dict(conditions))
 
 
 def _describe(rule: Rule) -> str:

@@ -10,7 +10,6 @@ and a lone item is written at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -21,12 +20,13 @@ R = TypeVar("R")
 
 
 class GroupCommitter(Generic[T, R]):
-    """``flush(items) -> results`` (same order) is called with batches of submitted items."""
+    """``flush(items) -> results`` (same order, same length) is called with batches of submitted items."""
 
     def __init__(self, flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]], *, max_batch: int = 500) -> None:
         self._flush = flush
         self._max_batch = max_batch
-        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
+        # ``None`` is the stop marker: everything queued before it is committed first.
+        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -43,21 +43,14 @@ class GroupCommitter(Generic[T, R]):
         return await future
 
     async def close(self) -> None:
-        """Stop the flusher, then commit whatever is still queued. Idempotent.
-
-        A batch interrupted mid-commit fails its callers with ``CancelledError``.
-        """
+        """Stop intake, let the batch in flight and everything queued commit, then stop. Idempotent."""
+        if self._closed:
+            return
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        leftover = []
-        while not self._queue.empty():
-            leftover.append(self._queue.get_nowait())
-        if leftover:
-            await self._commit(leftover)
+        if self._task is not None and not self._task.done():
+            await self._queue.put(None)
+            await self._task
+        self._task = None
 
     def _ensure_flusher(self) -> None:
         if self._task is None or self._task.done():
@@ -65,14 +58,25 @@ class GroupCommitter(Generic[T, R]):
 
     async def _run(self) -> None:
         while True:
-            batch = [await self._queue.get()]
+            first = await self._queue.get()
+            batch = [] if first is None else [first]
+            stopping = first is None
             while len(batch) < self._max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            await self._commit(batch)
+                queued = self._queue.get_nowait()
+                if queued is None:
+                    stopping = True
+                else:
+                    batch.append(queued)
+            if batch:
+                await self._commit(batch)
+            if stopping and self._queue.empty():
+                return
 
     async def _commit(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:
             results = await self._flush([item for item, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"flush returned {len(results)} results for {len(batch)} items")
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else asyncio.CancelledError()
             for _, future in batch:

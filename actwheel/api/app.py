@@ -21,9 +21,9 @@ from starlette.routing import Route
 
 from actwheel.api.errors import handle_actwheel_error, json_response
 from actwheel.api.ontology import ontology_routes
-from actwheel.errors import ActwheelError, FieldError, InvalidInput
+from actwheel.errors import ActwheelError, FieldError, InvalidInput, InvalidTrigger
 from actwheel.messages import ActionRequested
-from actwheel.service import Caller
+from actwheel.service import Caller, trigger_field
 from actwheel.storage.records import AutomationStatus, RunStatus
 from actwheel.triggers import preview_fires
 
@@ -151,7 +151,11 @@ class _Api:
         trigger = body.get("trigger")
         if not isinstance(trigger, dict):
             raise InvalidInput("trigger", trigger, "a trigger spec object")
-        fires = preview_fires(trigger, after=after, count=count)
+        try:
+            fires = preview_fires(trigger, after=after, count=count)
+        except InvalidTrigger as exc:  # name fields from the body root, as POST /v1/automations does
+            raise InvalidInput.collect([FieldError(trigger_field(e.field), e.value, e.expected)
+                                        for e in exc.errors]) from None
         return json_response({"fires": [{"at": f.at.isoformat(), "note": f.note} for f in fires]})
 
 

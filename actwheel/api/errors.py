@@ -21,6 +21,11 @@ from actwheel.errors import (
 __all__ = ["error_response", "json_response"]
 
 
+#: HTTP status by error class; subclasses answer like their parents.
+_STATUS: tuple[tuple[type[ActwheelError], int], ...] = (
+    (NotFound, 404), (Conflict, 409), (PermissionDenied, 403), (NotAvailable, 501), (StorageUnavailable, 503))
+
+
 def _default(value: Any) -> Any:
     return str(value)
 
@@ -36,8 +41,7 @@ def error_response(exc: ActwheelError) -> Response:
         return json_response({"error": {
             "type": type(exc).__name__, "message": str(exc), "field": exc.field, "value": exc.value,
             "expected": exc.expected, "errors": [e.as_dict() for e in exc.errors]}}, 422)
-    status = {NotFound: 404, Conflict: 409, PermissionDenied: 403, NotAvailable: 501,
-              StorageUnavailable: 503}.get(type(exc), 500)
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
     return json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
 
 

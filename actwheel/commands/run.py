@@ -35,12 +35,12 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level)
     try:
+        configure_logging(args.log_level)
         host, port = parse_http(args.http)
         settings = Settings.from_env(
             database_url=args.database, broker_url=args.broker, http_host=host, http_port=port,
-            roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors else None,
+            roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors is not None else None,
             partition_leases=False if args.no_partition_leases else None)
     except ActwheelError as exc:
         print(f"actwheel run: {exc}", file=sys.stderr)

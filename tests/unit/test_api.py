@@ -295,10 +295,6 @@ async def test_preview_422(client: httpx.AsyncClient, body: dict[str, Any], fiel
     assert error["value"] == value
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: preview names trigger errors relative to the trigger "
-                   "('expression.seconds') while the body field is 'trigger' and POST /v1/automations says "
-                   "'trigger.expression.seconds' "
-                   "(api/app.py preview does not prefix like service._parse_trigger)")
 async def test_preview_names_trigger_fields_from_the_body_root(client: httpx.AsyncClient) -> None:
     bad = {"type": "cron", "expression": "61 * * * * ?", "timezone": "UTC"}
     preview = await client.post("/v1/triggers/preview", json={"trigger": bad})
@@ -329,7 +325,5 @@ def test_error_statuses(error: Exception, status: int) -> None:
     assert response.status_code == status
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: api/errors.py error_response looks the status up by exact type, so "
-                   "subclasses (storage's IntegrityViolation(Conflict)) answer 500 instead of 409")
 def test_error_subclasses_keep_their_parents_status() -> None:
     assert error_response(IntegrityViolation("unique", "runs_dedupe")).status_code == 409

@@ -176,8 +176,6 @@ def test_parse_instant() -> None:
         assert caught.value.field == "data.when"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: messages.py RunTransitioned/AutomationChanged.from_data accept a "
-                   "boolean as data.attempt / data.version (isinstance(True, int)); policy.py refuses booleans")
 @pytest.mark.parametrize(("kind", "data", "field"), [
     (RunTransitioned, {"run_id": "r", "status": "FAILED", "attempt": True}, "data.attempt"),
     (AutomationChanged, {"automation_id": "a", "change": "created", "version": False}, "data.version"),

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from actwheel.actors.planner import Planner
 from actwheel.actors.planning import MAX_INSTANTS, Plan, plan_instants
 from actwheel.engine import Engine

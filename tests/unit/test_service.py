@@ -139,16 +139,12 @@ async def test_event_pattern_outside_reserved_namespaces_is_accepted(engine: Eng
     assert automation.status is AutomationStatus.ACTIVE
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a missing trigger is reported as field 'trigger.trigger' "
-                   "(service.py _parse_trigger prefixes 'trigger.' to parse()'s own field 'trigger')")
 async def test_missing_trigger_names_the_field_trigger(engine: Engine) -> None:
     with pytest.raises(InvalidInput) as caught:
         await engine.service.create(ALICE, {"action": LOG})
     assert caught.value.field == "trigger"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a missing action type is reported with value 'None' (a string) "
-                   "instead of None (service.py _parse_action calls registry.get(str(kind)))")
 async def test_missing_action_type_reports_the_value_none(engine: Engine) -> None:
     with pytest.raises(InvalidInput) as caught:
         await engine.service.create(ALICE, {"trigger": EVERY_MINUTE})
@@ -156,8 +152,6 @@ async def test_missing_action_type_reports_the_value_none(engine: Engine) -> Non
     assert caught.value.value is None
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a once trigger in the past is stored ACTIVE with next_run_at None: it "
-                   "never fires and never completes, silently (service.py create; refuse it or store it COMPLETED)")
 async def test_once_in_the_past_is_not_silently_dead(engine: Engine) -> None:
     past = {"type": "once", "at": (START - timedelta(days=1)).isoformat()}
     outcome: Any
@@ -213,8 +207,6 @@ async def test_update_of_a_missing_automation(engine: Engine) -> None:
         await engine.service.update("nope", {"name": "x"}, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: update() ignores action_type/action_config: the stored 'action' merged "
-                   "in by _as_payload wins in _parse_action (service.py update); create accepts these fields")
 async def test_update_accepts_the_flat_action_fields(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     updated = await engine.service.update(automation.id, {"action_type": "simple.op",
@@ -223,8 +215,6 @@ async def test_update_accepts_the_flat_action_fields(engine: Engine) -> None:
     assert updated.action_config == {"op": "log", "message": "new"}
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: update({'enabled': false}) is validated then silently dropped "
-                   "(service.py _changes has no enabled; AutomationChanges cannot say it) - apply it or refuse it")
 async def test_update_does_not_silently_drop_enabled(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     outcome: Any

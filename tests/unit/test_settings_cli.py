@@ -129,9 +129,6 @@ def test_unknown_flag_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -
     assert "--colour" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an unknown --log-level crashes with a KeyError traceback (exit 1): "
-                   "commands/run.py _run calls configure_logging before validating; logs.py passes "
-                   "logging.getLevelName('NOPE') = 'Level NOPE' to make_filtering_bound_logger")
 def test_run_refuses_an_unknown_log_level(clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     try:
         code = main(["run", "--log-level", "nope", "--http", "bad"])
@@ -141,16 +138,12 @@ def test_run_refuses_an_unknown_log_level(clean_env: pytest.MonkeyPatch, capsys:
     assert "log" in capsys.readouterr().err.lower()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: '--actors ,' gives an engine with no actors that starts and is never "
-                   "ready (commands/run.py builds roles=() and Settings.validate accepts an empty tuple)")
 def test_run_refuses_an_empty_actor_list() -> None:
     with pytest.raises(InvalidInput) as caught:
         Settings.from_env({}, roles=())
     assert caught.value.field == "actors"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: settings.py validates neither lease_s nor non-finite numbers: "
-                   "ACTWHEEL_LEASE_S=-1 / 0 and ACTWHEEL_HORIZON_S=nan / inf are accepted")
 @pytest.mark.parametrize("env", [{"ACTWHEEL_LEASE_S": "-1"}, {"ACTWHEEL_LEASE_S": "0"},
                                  {"ACTWHEEL_HORIZON_S": "nan"}, {"ACTWHEEL_HORIZON_S": "inf"}])
 def test_nonsense_numbers_are_refused(env: dict[str, str]) -> None:
