@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from actwheel.actions.base import ActionContext, AuditSink, StepEvent
+from actwheel.actions.config import policy_rules_from_env, registry_from_env
 from actwheel.actions.pipeline import DispatchPipeline, DispatchRequest
-from actwheel.actions.registry import ActionRegistry, default_registry
+from actwheel.actions.registry import ActionRegistry
 from actwheel.actions.secrets import NoSecrets, SecretCipher, SecretResolver
 from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.actions.storage_secrets import SecretStore, secret_resolver_from_env
@@ -61,7 +62,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.store = store or open_store(settings.database_url, clock=self.clock, partitions=settings.partitions)
         self.bus = bus or open_bus(settings.broker_url, topology=topology, clock=self.clock)
-        self.registry = registry or default_registry()
+        self.registry = registry or registry_from_env()
         self.metrics = Metrics()
         self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")
         self.service = AutomationService(store=self.store, registry=self.registry, events=self.events,
@@ -72,7 +73,7 @@ class Engine:
         self.secret_store: SecretStore | None = None
         self._prefix = queue_prefix
         self.pipeline = DispatchPipeline(self.registry, make_context=self._make_context, clock=self.clock,
-                                         metrics=self.metrics)
+                                         metrics=self.metrics, rules=policy_rules_from_env())
         self.actors: dict[str, Actor] = self._build_actors()
         self.supervisor = Supervisor(list(self.actors.values()), clock=self.clock, grace_s=settings.grace_s,
                                      on_restart=lambda name: self.metrics.actor_restarts.labels(name).inc())
