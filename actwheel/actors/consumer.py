@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from actwheel.actors.base import Actor
-from actwheel.bus.base import Bus, Handler, Reject, Retry, Subscription
+from actwheel.bus.base import Bus, Delivery, Handler, Reject, Retry, Subscription
 from actwheel.bus.topology import QueueSpec
 from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable
 
@@ -48,13 +50,23 @@ class ConsumerActor(Actor):
         try:
             for item in self.intake():
                 await self.bus.declare_queue(item.spec)
-                self._subscriptions.append(await self.bus.consume(item.spec.name, item.handler,
+                self._subscriptions.append(await self.bus.consume(item.spec.name, self._logged(item.handler),
                                                                   prefetch=item.prefetch))
             self.mark_ready()
             await self.work()
         finally:
             await self._cancel_subscriptions()  # stop intake first; handlers in flight get the bus grace
             await self.drain()
+
+    def _logged(self, handler: Handler) -> Handler:
+        """``handler`` with the message's ids bound to every log line it writes."""
+        async def handle(delivery: Delivery) -> None:
+            envelope = delivery.envelope
+            with structlog.contextvars.bound_contextvars(
+                    actor=self.name, message_id=envelope.id, message_type=envelope.type,
+                    correlation_id=envelope.correlation_id):
+                await handler(delivery)
+        return handle
 
     async def _cancel_subscriptions(self) -> None:
         subscriptions, self._subscriptions = self._subscriptions, []

@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+import structlog
+
 from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, DispatchRequest
 from actwheel.actions.secrets import mask_secrets
 from actwheel.actors.batching import GroupCommitter
@@ -133,6 +135,8 @@ class ExecutorRouter(ConsumerActor):
     # --- execution -------------------------------------------------------------------------
 
     async def _execute(self, run: Run) -> None:
+        structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
+                                               attempt=run.attempt)  # this task's own context
         try:
             self._observe_start(run)
             outcome = await self._pipeline.dispatch(request_of(run))
