@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -20,9 +21,11 @@ __all__ = [
     "MAX_JSON_BYTES",
     "JsonText",
     "aware",
+    "aware_at",
     "dumps",
     "enum_value",
     "from_micros",
+    "json_at",
     "json_field",
     "loads",
     "new_id",
@@ -30,6 +33,7 @@ __all__ = [
     "partition_of",
     "positive",
     "req_dt",
+    "text_at",
     "text_field",
     "to_dt",
     "to_micros",
@@ -49,18 +53,25 @@ class JsonText(str):
 
 
 _RANDOM_POOL = bytearray()
+_VERSION_7 = 0x7 << 76
+_VARIANT_RFC = 0x2 << 62
+_CLEAR = ~((0xF << 76) | (0x3 << 62))
 
 
 def new_id() -> str:
-    """A random (version 4) UUID string; the randomness is read from the OS in bulk."""
+    """A version 7 UUID string: 48 bits of Unix milliseconds, then 74 random bits.
+
+    Ids made later sort later (to the millisecond), so a primary-key index takes new rows at
+    its right edge instead of on random pages: less to write per commit on both databases.
+    The randomness is read from the OS in bulk.
+    """
     global _RANDOM_POOL
-    if len(_RANDOM_POOL) < 16:
-        _RANDOM_POOL = bytearray(os.urandom(16 * 512))
-    raw = _RANDOM_POOL[-16:]
-    del _RANDOM_POOL[-16:]
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
+    if len(_RANDOM_POOL) < 10:
+        _RANDOM_POOL = bytearray(os.urandom(10 * 1024))
+    random_bits = int.from_bytes(_RANDOM_POOL[-10:], "big")
+    del _RANDOM_POOL[-10:]
+    value = ((time.time_ns() // 1_000_000) << 80 | random_bits) & _CLEAR | _VERSION_7 | _VARIANT_RFC
+    h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
@@ -96,6 +107,39 @@ def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> JsonTe
 
 def optional_json(field: str, value: Any) -> JsonText | None:
     return None if value is None else json_field(field, value)
+
+
+# --- the same checks for batch rows: the field name (``runs[3].dedupe_key``) is only built
+# when a value is refused, which keeps a 1000-row batch from formatting 13 000 names.
+
+
+def _at(kind: str, i: int, name: str) -> str:
+    return f"{kind}[{i}].{name}"
+
+
+def text_at(kind: str, i: int, name: str, value: Any) -> str:
+    """:func:`text_field` for field ``kind[i].name``."""
+    if type(value) is str and 0 < len(value) <= _MAX_TEXT:
+        return value
+    return text_field(_at(kind, i, name), value)
+
+
+def aware_at(kind: str, i: int, name: str, value: Any) -> datetime | None:
+    """:func:`aware` for field ``kind[i].name``."""
+    if value is None or (type(value) is datetime and value.tzinfo is UTC):
+        return value
+    return aware(_at(kind, i, name), value)
+
+
+def json_at(kind: str, i: int, name: str, value: Any) -> JsonText:
+    """:func:`json_field` for field ``kind[i].name``."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:
+        return json_field(_at(kind, i, name), value)
+    if len(data) > MAX_JSON_BYTES:
+        return json_field(_at(kind, i, name), value)
+    return JsonText(data.decode())
 
 
 def aware(field: str, value: Any) -> datetime | None:

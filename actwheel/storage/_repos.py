@@ -68,6 +68,8 @@ _FINISHABLE = frozenset(RunStatus) - {RunStatus.RUNNING}
 _RECOVERABLE = frozenset(
     {RunStatus.PENDING, RunStatus.RETRY_WAIT, RunStatus.UNKNOWN, RunStatus.FAILED, RunStatus.DEAD}
 )
+#: Statuses a run may be inserted with that are already final (finished_at is set at insert).
+_DONE_ON_INSERT = frozenset({RunStatus.SKIPPED.value, RunStatus.CANCELED.value})
 _CANCEL_REASON_DISABLED = "automation_disabled"
 _CANCEL_REASON_DELETED = "automation_deleted"
 
@@ -161,8 +163,8 @@ def _run(row: Row) -> Run:
         automation_id=row["automation_id"],
         dedupe_key=row["dedupe_key"],
         scheduled_for=c.to_dt(row["scheduled_for"]),
-        origin=Origin(row["origin"]),
-        status=RunStatus(row["status"]),
+        origin=_ORIGINS[row["origin"]],
+        status=_STATUSES[row["status"]],
         reason=row["reason"],
         attempt=row["attempt"],
         not_before=c.to_dt(row["not_before"]),
@@ -511,11 +513,12 @@ class SqlAutomations(AutomationRepository):
 
 
 def _advance_row(i: int, a: CursorAdvance) -> dict[str, Any]:
+    version = a.version
     return {
-        "automation_id": c.text_field(f"advances[{i}].automation_id", a.automation_id),
-        "version": _version(f"advances[{i}].version", a.version),
-        "expected_next_run_at": c.aware(f"advances[{i}].expected_next_run_at", a.expected_next_run_at),
-        "new_next_run_at": c.aware(f"advances[{i}].new_next_run_at", a.new_next_run_at),
+        "automation_id": c.text_at("advances", i, "automation_id", a.automation_id),
+        "version": version if type(version) is int and version >= 0 else _version(f"advances[{i}].version", version),
+        "expected_next_run_at": c.aware_at("advances", i, "expected_next_run_at", a.expected_next_run_at),
+        "new_next_run_at": c.aware_at("advances", i, "new_next_run_at", a.new_next_run_at),
     }
 
 
@@ -542,28 +545,44 @@ def _change_params(ch: AutomationChanges) -> dict[str, Any]:
 # --- runs ---------------------------------------------------------------------------
 
 
+_STATUSES = {s.value: s for s in RunStatus}
+_ORIGINS = {o.value: o for o in Origin}
+
+
+def _status_at(kind: str, i: int, value: Any, allowed: frozenset[RunStatus], expected: str) -> RunStatus:
+    status = _STATUSES.get(value) if isinstance(value, str) else None
+    if status is None:
+        return c.enum_value(f"{kind}[{i}].status", RunStatus, value)  # raises, naming the members
+    if status not in allowed:
+        raise InvalidInput(f"{kind}[{i}].status", value, expected)
+    return status
+
+
+def _origin_at(i: int, value: Any) -> str:
+    origin = _ORIGINS.get(value) if isinstance(value, str) else None
+    return (origin or c.enum_value(f"runs[{i}].origin", Origin, value)).value
+
+
 def _new_run_row(i: int, new: NewRun) -> dict[str, Any]:
-    f = f"runs[{i}]."
-    status = c.enum_value(f + "status", RunStatus, new.status)
-    if status not in _INSERTABLE:
-        raise InvalidInput(f + "status", new.status, "PENDING, RETRY_WAIT, SKIPPED or CANCELED for a new run")
-    not_before = c.aware(f + "not_before", new.not_before)
+    status = _status_at("runs", i, new.status, _INSERTABLE, "PENDING, RETRY_WAIT, SKIPPED or CANCELED for a new run")
+    not_before = c.aware_at("runs", i, "not_before", new.not_before)
     if status is RunStatus.RETRY_WAIT and not_before is None:
-        raise InvalidInput(f + "not_before", None, "an instant for a RETRY_WAIT run")
+        raise InvalidInput(f"runs[{i}].not_before", None, "an instant for a RETRY_WAIT run")
+    automation_id = new.automation_id
     return {
-        "id": c.new_id() if new.id is None else c.text_field(f + "id", new.id),
-        "automation_id": None if new.automation_id is None else c.text_field(f + "automation_id", new.automation_id),
-        "dedupe_key": c.text_field(f + "dedupe_key", new.dedupe_key),
-        "scheduled_for": c.aware(f + "scheduled_for", new.scheduled_for),
-        "origin": c.enum_value(f + "origin", Origin, new.origin).value,
+        "id": c.new_id() if new.id is None else c.text_at("runs", i, "id", new.id),
+        "automation_id": None if automation_id is None else c.text_at("runs", i, "automation_id", automation_id),
+        "dedupe_key": c.text_at("runs", i, "dedupe_key", new.dedupe_key),
+        "scheduled_for": c.aware_at("runs", i, "scheduled_for", new.scheduled_for),
+        "origin": _origin_at(i, new.origin),
         "status": status.value,
         "reason": new.reason,
         "not_before": not_before,
-        "action_type": c.text_field(f + "action_type", new.action_type),
-        "action_config": c.json_field(f + "action_config", new.action_config),
-        "policy": c.json_field(f + "policy", new.policy),
-        "owner_id": c.text_field(f + "owner_id", new.owner_id),
-        "context": c.json_field(f + "context", new.context),
+        "action_type": c.text_at("runs", i, "action_type", new.action_type),
+        "action_config": c.json_at("runs", i, "action_config", new.action_config),
+        "policy": c.json_at("runs", i, "policy", new.policy),
+        "owner_id": c.text_at("runs", i, "owner_id", new.owner_id),
+        "context": c.json_at("runs", i, "context", new.context),
     }
 
 
@@ -574,8 +593,8 @@ def _inserted_run(sent: Mapping[str, Any], returned: Row) -> Run:
         automation_id=sent["automation_id"],
         dedupe_key=sent["dedupe_key"],
         scheduled_for=sent["scheduled_for"],
-        origin=Origin(sent["origin"]),
-        status=RunStatus(sent["status"]),
+        origin=_ORIGINS[sent["origin"]],
+        status=_STATUSES[sent["status"]],
         reason=sent["reason"],
         attempt=0,
         not_before=sent["not_before"],
@@ -604,21 +623,19 @@ def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def _outcome_row(i: int, o: RunOutcome) -> dict[str, Any]:
-    f = f"outcomes[{i}]."
-    status = c.enum_value(f + "status", RunStatus, o.status)
-    if status not in _FINISHABLE:
-        raise InvalidInput(f + "status", o.status, "a status other than RUNNING")
-    not_before = c.aware(f + "not_before", o.not_before)
+    status = _status_at("outcomes", i, o.status, _FINISHABLE, "a status other than RUNNING")
+    not_before = c.aware_at("outcomes", i, "not_before", o.not_before)
     if status is RunStatus.RETRY_WAIT and not_before is None:
-        raise InvalidInput(f + "not_before", None, "an instant for RETRY_WAIT")
+        raise InvalidInput(f"outcomes[{i}].not_before", None, "an instant for RETRY_WAIT")
+    epoch = o.epoch
     return {
-        "run_id": c.text_field(f + "run_id", o.run_id),
-        "owner": c.text_field(f + "owner", o.owner),
-        "epoch": _version(f + "epoch", o.epoch),
+        "run_id": c.text_at("outcomes", i, "run_id", o.run_id),
+        "owner": c.text_at("outcomes", i, "owner", o.owner),
+        "epoch": epoch if type(epoch) is int and epoch >= 0 else _version(f"outcomes[{i}].epoch", epoch),
         "status": status.value,
         "reason": o.reason,
-        "result": c.optional_json(f + "result", o.result),
-        "error": c.optional_json(f + "error", o.error),
+        "result": None if o.result is None else c.json_at("outcomes", i, "result", o.result),
+        "error": None if o.error is None else c.json_at("outcomes", i, "error", o.error),
         "not_before": not_before,
     }
 
@@ -636,6 +653,27 @@ class SqlRuns(RunRepository):
             return []
         # Sorted by key so that concurrent batches take unique-index locks in one order.
         ordered = sorted(rows, key=_run_key)
+        if await self._insert_fresh(ordered):
+            return [InsertedRun(run=_inserted_run(r, r), created=True) for r in rows]
+        return await self._insert_or_find(rows, ordered)
+
+    async def _insert_fresh(self, ordered: list[dict[str, Any]]) -> bool:
+        """The fast path: a bulk insert that holds only if every key is new (the common case).
+        False (and nothing written) when a key or an id already exists."""
+        now = await self._x.now()
+        for row in ordered:
+            row["created_at"] = row["updated_at"] = now
+            row["finished_at"] = now if row["status"] in _DONE_ON_INSERT else None
+        try:
+            await self._x.copy_rows("copy_runs", ordered)
+        except IntegrityViolation as exc:
+            if exc.kind != "unique":
+                raise
+            return False
+        return True
+
+    async def _insert_or_find(self, rows: list[dict[str, Any]], ordered: list[dict[str, Any]]) -> list[InsertedRun]:
+        """The slow path: insert what is new (``ON CONFLICT DO NOTHING``), read back what exists."""
         by_id = {r["id"]: r for r in rows}
         created = {r["id"]: _inserted_run(by_id[r["id"]], r) for r in await self._x.fetch_rows("insert_runs", ordered)}
         by_key = {_run_key({"automation_id": r.automation_id, "owner_id": r.owner_id, "dedupe_key": r.dedupe_key}): r
@@ -782,11 +820,17 @@ def _outbox_row(i: int, m: NewOutboxMessage) -> dict[str, Any]:
     if len(m.body) > c.MAX_JSON_BYTES * 4:
         raise InvalidInput(f"messages[{i}].body", f"<{len(m.body)} bytes>", f"at most {c.MAX_JSON_BYTES * 4} bytes")
     return {
-        "exchange": c.text_field(f"messages[{i}].exchange", m.exchange, max_len=255),
-        "routing_key": c.text_field(f"messages[{i}].routing_key", m.routing_key, max_len=255),
-        "body": bytes(m.body),
-        "headers": c.json_field(f"messages[{i}].headers", m.headers),
+        "exchange": _name_at(i, "exchange", m.exchange),
+        "routing_key": _name_at(i, "routing_key", m.routing_key),
+        "body": m.body if type(m.body) is bytes else bytes(m.body),
+        "headers": c.json_at("messages", i, "headers", m.headers),
     }
+
+
+def _name_at(i: int, name: str, value: Any) -> str:
+    if type(value) is str and 0 < len(value) <= 255:
+        return value
+    return c.text_field(f"messages[{i}].{name}", value, max_len=255)
 
 
 class SqlOutbox(OutboxRepository):
@@ -799,7 +843,7 @@ class SqlOutbox(OutboxRepository):
     async def append_many(self, messages: Sequence[NewOutboxMessage]) -> None:
         rows = [_outbox_row(i, m) for i, m in enumerate(messages)]
         if rows:
-            await self._x.execute_rows("append_outbox", rows)
+            await self._x.copy_rows("copy_outbox", rows, guarded=False)
             self._x.outbox_touched = True
 
     async def take_batch(self, limit: int = 500) -> list[OutboxMessage]:

@@ -43,7 +43,7 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return c.to_micros(value)
     if isinstance(value, bytes):
-        raise TypeError("bytes cannot travel in a JSON batch; use execute_rows")
+        raise TypeError("bytes cannot travel in a JSON batch; use copy_rows")
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 

@@ -1,6 +1,7 @@
 -- Named queries, PostgreSQL. Parameters are :name (compiled to $n once at load).
--- Batched queries read a JSON array of objects from :rows (json_to_recordset), except the outbox
--- (bytea bodies: one array per column, unnest). "now" is always the database's now().
+-- Batched queries read a JSON array of objects from :rows (json_to_recordset); bulk inserts of new
+-- rows are COPY … FROM STDIN (copy_*: the adapter sends the rows in binary). "now" is always the
+-- database's now().
 
 -- ---------------------------------------------------------------- migrations
 -- name: migration_lock
@@ -137,6 +138,9 @@ FROM json_to_recordset(:rows::json)
 ON CONFLICT DO NOTHING
 RETURNING id, created_at, updated_at, finished_at;
 
+-- name: copy_runs
+COPY runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before, action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at) FROM STDIN;
+
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
 JOIN json_to_recordset(:rows::json) AS k (automation_id text, dedupe_key text)
@@ -265,12 +269,8 @@ SELECT DISTINCT automation_id FROM runs
 WHERE automation_id = ANY(:ids::text[]) AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
 
 -- ---------------------------------------------------------------- outbox
--- name: append_outbox
-INSERT INTO outbox (exchange, routing_key, body, headers)
-SELECT m.exchange, m.routing_key, m.body, m.headers::jsonb
-FROM unnest(:exchange::text[], :routing_key::text[], :body::bytea[], :headers::text[])
-     WITH ORDINALITY AS m (exchange, routing_key, body, headers, ord)
-ORDER BY m.ord;
+-- name: copy_outbox
+COPY outbox (exchange, routing_key, body, headers) FROM STDIN;
 
 -- name: notify_outbox
 SELECT pg_notify(:channel, '');

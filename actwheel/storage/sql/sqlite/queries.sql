@@ -1,6 +1,7 @@
 -- Named queries, SQLite. Parameters are :name, bound by name. Instants are integer microseconds;
 -- :now is the store's clock, injected by the adapter. Batched queries read a JSON array of
--- objects from :rows (json_each), so a whole batch is one statement.
+-- objects from :rows (json_each), so a whole batch is one statement; bulk inserts of new rows
+-- (copy_*) are one INSERT … VALUES run by executemany.
 
 -- ---------------------------------------------------------------- migrations
 -- name: create_migrations_table
@@ -132,6 +133,10 @@ FROM json_each(:rows) WHERE true
 ON CONFLICT DO NOTHING
 RETURNING id, created_at, updated_at, finished_at;
 
+-- name: copy_runs
+INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before, action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at)
+VALUES (:id, :automation_id, :dedupe_key, :scheduled_for, :origin, :status, :reason, :not_before, :action_type, :action_config, :policy, :owner_id, :context, :created_at, :updated_at, :finished_at);
+
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
 JOIN (SELECT json_extract(value, '$.automation_id') AS automation_id,
@@ -247,7 +252,7 @@ WHERE automation_id IN (SELECT value FROM json_each(:ids))
   AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
 
 -- ---------------------------------------------------------------- outbox
--- name: append_outbox
+-- name: copy_outbox
 INSERT INTO outbox (exchange, routing_key, body, headers, created_at)
 VALUES (:exchange, :routing_key, :body, :headers, :now);
 
