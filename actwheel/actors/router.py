@@ -66,6 +66,9 @@ class ExecutorRouter(ConsumerActor):
         self._instance = instance
         self._lease_s = lease_s
         self._slots = asyncio.Semaphore(concurrency)
+        # One handler gathers slots at a time: handlers that each hold part of the slots they need
+        # while waiting for the rest would deadlock once the runs in flight have finished.
+        self._gathering = asyncio.Lock()
         self._concurrency = concurrency
         self._prefix = queue_prefix
         self._in_flight: dict[str, tuple[Run, asyncio.Task[None]]] = {}
@@ -121,8 +124,8 @@ class ExecutorRouter(ConsumerActor):
         chunk = max(1, self._concurrency // 2)
         for start in range(0, len(run_ids), chunk):
             ids = list(run_ids[start : start + chunk])
-            for _ in ids:
-                await self._slots.acquire()
+            async with self._gathering:
+                await _take(self._slots, len(ids))
             async with _released_on_error(self._slots, len(ids)), self._store.transaction() as tx:
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
             for _ in range(len(ids) - len(claimed)):
@@ -203,6 +206,19 @@ class ExecutorRouter(ConsumerActor):
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self._finisher.close()
+
+
+async def _take(slots: asyncio.Semaphore, count: int) -> None:
+    """Acquire ``count`` slots; if interrupted, give back the ones already taken."""
+    taken = 0
+    try:
+        for _ in range(count):
+            await slots.acquire()
+            taken += 1
+    except BaseException:
+        for _ in range(taken):
+            slots.release()
+        raise
 
 
 @contextlib.asynccontextmanager

@@ -296,3 +296,21 @@ def _registry() -> Any:
     from actwheel.actions.registry import default_registry
 
     return default_registry()
+
+
+# --- 3. a router under more ready runs than it has slots ----------------------------------------
+
+async def test_router_with_few_slots_drains_many_concurrent_ready_messages(embedded: Stack) -> None:
+    """10 ``run.ready`` messages of 10 runs each at a router with 4 execution slots: every run ends
+    SUCCEEDED (handlers that each hold some slots while waiting for more would deadlock)."""
+    from actwheel.messages import RunsReady
+
+    engine = embedded.engine("tight", router_concurrency=4, **ROUTER_ONLY)  # no relay: we announce ourselves
+    async with engine:
+        ids = [(await engine.service.submit_action(ALICE, _request(SET_X, f"k{i}"))).run.id for i in range(100)]
+        for start in range(0, 100, 10):
+            message = RunsReady(run_ids=tuple(ids[start:start + 10]))
+            await engine.bus.publish(engine.bus.topology.events, RunsReady.TYPE,
+                                     Envelope.new(type=message.TYPE, data=message.to_data(), source="test"))
+        await _wait_runs(engine.store, ids, lambda r: r.status is RunStatus.SUCCEEDED, within=20,
+                         what="all 100 runs SUCCEEDED through 4 slots")
