@@ -182,7 +182,8 @@ class Planner(ConsumerActor):
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
     async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime) -> list[_Planned]:
-        automations = [a for a in [await _get(tx, i.automation_id) for i in items] if a is not None]
+        found = await tx.automations.get_many([i.automation_id for i in items])
+        automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: i.scheduled_for for i in items}
         live = [a for a in automations if _plannable(a, due_for[a.id])]
         busy = await _active_runs(tx, live)
@@ -251,13 +252,6 @@ def _latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
         if seen is None or item.scheduled_for > seen.scheduled_for:
             latest[item.automation_id] = item
     return list(latest.values())
-
-
-async def _get(tx: Transaction, automation_id: str) -> Automation | None:
-    try:
-        return await tx.automations.get(automation_id)
-    except NotFound:
-        return None
 
 
 def _plannable(automation: Automation, scheduled_for: datetime) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from engine_harness import Stack, new_stack
+from engine_harness import Stack, delete_broker_topology, new_stack
 from services import isolated_postgres_url, rabbitmq_url
 
 
@@ -18,7 +18,11 @@ async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         return
     broker = rabbitmq_url()
     async with isolated_postgres_url() as database:
-        yield new_stack("services", database, broker)
+        services = new_stack("services", database, broker)
+        try:
+            yield services
+        finally:
+            await delete_broker_topology(services)
 
 
 @pytest.fixture

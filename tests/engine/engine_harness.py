@@ -50,12 +50,14 @@ class Stack:
     broker_url: str | None
     topology: Topology
     prefix: str
+    queues: set[str] = field(default_factory=set)
 
     def engine(self, instance: str = "test-1", **settings: Any) -> Engine:
         values: dict[str, Any] = {"database_url": self.database_url, "broker_url": self.broker_url or "memory://",
                                   "instance": instance, "lease_s": 5.0, "sweep_interval_s": 1.0, "grace_s": 3.0,
                                   "stale_pending_s": 5.0}
         values.update(settings)
+        self.queues.add(f"{self.prefix}actwheel.ticker.{values['instance']}")
         store = open_store(self.database_url, clock=self.clock)
         bus: Bus
         if self.broker_url is None:
@@ -77,12 +79,35 @@ class Stack:
         log = EventLog()
         bindings = tuple((self.topology.events, p) for p in (patterns or ("run.#", "action.#")))
         spec = QueueSpec(f"{self.prefix}test.watch.{uuid.uuid4().hex[:6]}", bindings, delivery_limit=1)
+        self.queues.add(spec.name)
         await engine.bus.declare_queue(spec)
         subscription = await engine.bus.consume(spec.name, log.record, prefetch=500)
         try:
             yield log
         finally:
             await subscription.cancel()
+
+
+ROLE_QUEUES = ("actwheel.planner.due", "actwheel.planner.commands", "actwheel.planner.changes",
+               "actwheel.planner.events", "actwheel.router.ready", "actwheel.router.requests", "actwheel.auditor")
+
+
+async def delete_broker_topology(stack: Stack) -> None:
+    """Remove every queue and exchange a services-stack test declared on the shared broker (best effort)."""
+    if stack.broker_url is None:
+        return
+    import aio_pika
+
+    connection = await aio_pika.connect(stack.broker_url, timeout=10)
+    async with connection:
+        channel = await connection.channel()
+        names = stack.queues | {stack.prefix + q for q in ROLE_QUEUES} | {stack.topology.dead_letters}
+        for queue in sorted(names):
+            with contextlib.suppress(Exception):
+                await channel.queue_delete(queue)
+        for exchange in (*stack.topology.exchanges, stack.topology.dlx):
+            with contextlib.suppress(Exception):
+                await channel.exchange_delete(exchange)
 
 
 def new_stack(kind: str, database_url: str, broker_url: str | None) -> Stack:
