@@ -9,11 +9,25 @@ For each backend, side by side and in the same process:
 - ``claim+finish single``   claim in one transaction, finish in another, per run
 - ``claim+finish batched``  claim_many then finish_many, --batch runs per transaction
 
-Targets: create batched ≥ 30k runs/s on PostgreSQL and ≥ 20k/s on SQLite; claim+finish
-batched ≥ 20k runs/s on PostgreSQL. Each figure is the best of --repeat rounds.
+With ``--concurrency N`` (N > 1) the batched scenarios also run as N concurrent workers, each
+on its own automations and its own transactions (``… xN`` rows): what several planner or
+router deliveries in flight get out of the store (one writer at a time on SQLite).
 
-    python bench/storage.py [--backend sqlite|postgres|both] [--runs 20000] [--batch 1000]
-                            [--singles 500] [--repeat 2] [--postgres URL] [--json]
+The ``ontology`` section (``--section ontology``): objects created per second through
+``tx.ontology``:
+
+- ``raw objects batched``   the raw driver: one multi-row INSERT per batch into a table shaped like
+                            ``objects`` (UNNEST on PostgreSQL, executemany on SQLite; rows/s)
+- ``objects single``        one transaction per ``create_object``
+- ``objects batched``       one transaction per --batch objects: ``create_objects``
+
+Targets: create batched ≥ 30k runs/s on PostgreSQL and ≥ 20k/s on SQLite; claim+finish
+batched ≥ 20k runs/s on PostgreSQL; objects batched ≥ 20k/s on PostgreSQL. Each figure is
+the best of --repeat rounds.
+
+    python bench/storage.py [--backend sqlite|postgres|both] [--section runs|ontology|all]
+                            [--runs 20000] [--batch 1000] [--singles 500] [--repeat 2]
+                            [--concurrency 1] [--postgres URL] [--json]
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ from actwheel.storage.records import (
     Automation,
     CursorAdvance,
     NewAutomation,
+    NewOntologyObject,
     NewOutboxMessage,
     NewRun,
     Run,
@@ -213,7 +228,58 @@ async def storage_figures(backend: str, store: Store, args: argparse.Namespace) 
                           "runs/s", args.singles))
     figures.append(Figure(backend, "claim+finish batched", await best_rate(args.repeat, args.runs, finish_batched),
                           "runs/s", args.runs))
+    if args.concurrency > 1:
+        figures += await concurrent_figures(backend, store, args)
     return figures
+
+
+async def concurrent_figures(backend: str, store: Store, args: argparse.Namespace) -> list[Figure]:
+    """The batched scenarios as ``--concurrency`` workers at once, each on its own automations."""
+    n = args.concurrency
+    groups = [Cursors(await create_automations(store, args.batch)) for _ in range(n)]
+    share = args.runs // n
+    rounds: list[list[list[str]]] = []
+
+    async def make() -> None:
+        rounds.append(list(await asyncio.gather(*(create_batched(store, g, share, args.batch) for g in groups))))
+
+    created = await best_rate(args.repeat, share * n, make)
+    pending = iter(rounds)
+
+    async def finish() -> None:
+        await asyncio.gather(*(claim_finish_batched(store, ids, args.batch) for ids in next(pending)))
+
+    finished = await best_rate(args.repeat, share * n, finish)
+    return [Figure(backend, f"create batched x{n}", created, "runs/s", share * n),
+            Figure(backend, f"claim+finish batched x{n}", finished, "runs/s", share * n)]
+
+
+# --- ontology -------------------------------------------------------------------------
+
+
+def new_object(i: int) -> NewOntologyObject:
+    return NewOntologyObject(object_type="Order", properties={"sku": f"SKU-{i}", "qty": i % 7, "note": "bench"})
+
+
+async def ontology_figures(backend: str, store: Store, args: argparse.Namespace) -> list[Figure]:
+    async with store.transaction() as tx:
+        await tx.ontology.put_type("Order", {"sku": {"type": "string"}, "qty": {"type": "integer"}}, ["sku"])
+
+    async def single() -> None:
+        for i in range(args.singles):
+            async with store.transaction() as tx:
+                await tx.ontology.create_object("Order", new_object(i).properties)
+
+    async def batched() -> None:
+        for start in range(0, args.runs, args.batch):
+            chunk = [new_object(i) for i in range(start, min(args.runs, start + args.batch))]
+            async with store.transaction() as tx:
+                await tx.ontology.create_objects(chunk)
+
+    singles = await best_rate(args.repeat, args.singles, single)
+    batches = await best_rate(args.repeat, args.runs, batched)
+    return [Figure(backend, "objects single", singles, "objects/s", args.singles),
+            Figure(backend, "objects batched", batches, "objects/s", args.runs)]
 
 
 # --- raw-driver baselines -------------------------------------------------------------
@@ -242,6 +308,57 @@ async def raw_postgres(url: str, args: argparse.Namespace) -> list[Figure]:
             Figure("postgres", "raw single", await best_rate(args.repeat, args.singles, single), "tx/s", args.singles),
             Figure("postgres", "raw batched", await best_rate(args.repeat, args.runs, batched), "rows/s", args.runs),
         ]
+    finally:
+        await conn.close()
+
+
+RAW_OBJECTS = """CREATE TABLE raw_objects (id text PRIMARY KEY, object_type text NOT NULL, properties {json} NOT NULL,
+    version bigint NOT NULL DEFAULT 1, created_at {time} NOT NULL, updated_at {time} NOT NULL)"""
+
+
+def raw_object_rows(start: int, count: int) -> list[tuple[str, str, str]]:
+    return [(str(uuid.uuid4()), "Order", orjson.dumps(new_object(i).properties).decode())
+            for i in range(start, start + count)]
+
+
+async def raw_objects_postgres(url: str, args: argparse.Namespace) -> Figure:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(RAW_OBJECTS.format(json="jsonb", time="timestamptz"))
+
+        async def batched() -> None:
+            for start in range(0, args.runs, args.batch):
+                ids, types, props = zip(*raw_object_rows(start, args.batch), strict=True)
+                async with conn.transaction():
+                    await conn.execute(
+                        "INSERT INTO raw_objects (id, object_type, properties, created_at, updated_at) "
+                        "SELECT i, t, p::jsonb, now(), now() "
+                        "FROM unnest($1::text[], $2::text[], $3::text[]) AS r(i, t, p)",
+                        list(ids), list(types), list(props))
+
+        return Figure("postgres", "raw objects batched", await best_rate(args.repeat, args.runs, batched), "rows/s",
+                      args.runs)
+    finally:
+        await conn.close()
+
+
+async def raw_objects_sqlite(path: str, args: argparse.Namespace) -> Figure:
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute(RAW_OBJECTS.format(json="text", time="integer"))
+
+        async def batched() -> None:
+            for start in range(0, args.runs, args.batch):
+                now = time.time_ns() // 1000
+                await conn.execute("BEGIN IMMEDIATE")
+                await conn.executemany("INSERT INTO raw_objects (id, object_type, properties, created_at, updated_at) "
+                                       "VALUES (?, ?, ?, ?, ?)",
+                                       [(*row, now, now) for row in raw_object_rows(start, args.batch)])
+                await conn.execute("COMMIT")
+
+        return Figure("sqlite", "raw objects batched", await best_rate(args.repeat, args.runs, batched), "rows/s",
+                      args.runs)
     finally:
         await conn.close()
 
@@ -292,20 +409,34 @@ async def postgres_schema(base_url: str) -> AsyncIterator[str]:
 
 
 async def bench_backend(backend: str, args: argparse.Namespace) -> list[Figure]:
+    figures: list[Figure] = []
     if backend == "postgres":
         async with postgres_schema(args.postgres) as url:
-            raw = await raw_postgres(url, args)
-            return raw + await bench_store(backend, url, args)
+            if args.section in ("runs", "all"):
+                figures += await raw_postgres(url, args)
+                figures += await bench_store(backend, url, args, storage_figures)
+            if args.section in ("ontology", "all"):
+                figures.append(await raw_objects_postgres(url, args))
+                figures += await bench_store(backend, url, args, ontology_figures)
+        return figures
     with tempfile.TemporaryDirectory() as folder:
-        raw = await raw_sqlite(f"{folder}/raw.db", args)
-        return raw + await bench_store(backend, f"sqlite:///{folder}/actwheel.db", args)
+        if args.section in ("runs", "all"):
+            figures += await raw_sqlite(f"{folder}/raw.db", args)
+            figures += await bench_store(backend, f"sqlite:///{folder}/runs.db", args, storage_figures)
+        if args.section in ("ontology", "all"):
+            figures.append(await raw_objects_sqlite(f"{folder}/raw-objects.db", args))
+            figures += await bench_store(backend, f"sqlite:///{folder}/objects.db", args, ontology_figures)
+    return figures
 
 
-async def bench_store(backend: str, url: str, args: argparse.Namespace) -> list[Figure]:
+async def bench_store(
+    backend: str, url: str, args: argparse.Namespace,
+    figures: Callable[[str, Store, argparse.Namespace], Awaitable[list[Figure]]],
+) -> list[Figure]:
     store = open_store(url)
     await store.start()
     try:
-        return await storage_figures(backend, store, args)
+        return await figures(backend, store, args)
     finally:
         await store.stop()
 
@@ -313,11 +444,19 @@ async def bench_store(backend: str, url: str, args: argparse.Namespace) -> list[
 # --- report ---------------------------------------------------------------------------
 
 
+def _baseline(scenario: str) -> str:
+    """The raw scenario a storage scenario is compared with."""
+    if scenario.startswith("objects"):
+        return "raw objects batched"
+    return "raw single" if " single" in scenario else "raw batched"
+
+
 def ratios(figures: list[Figure]) -> dict[tuple[str, str], float]:
-    """Each storage figure over its backend's raw baseline (single over raw single, batched over raw batched)."""
-    raw = {(f.backend, f.scenario.split()[-1]): f.per_second for f in figures if f.scenario.startswith("raw")}
-    return {(f.backend, f.scenario): f.per_second / raw[(f.backend, f.scenario.split()[-1])]
-            for f in figures if not f.scenario.startswith("raw")}
+    """Each storage figure over its backend's raw baseline (single over raw single, batched over
+    raw batched, objects over raw objects batched)."""
+    raw = {(f.backend, f.scenario): f.per_second for f in figures if f.scenario.startswith("raw")}
+    return {(f.backend, f.scenario): f.per_second / raw[(f.backend, _baseline(f.scenario))]
+            for f in figures if not f.scenario.startswith("raw") and (f.backend, _baseline(f.scenario)) in raw}
 
 
 def print_table(figures: list[Figure]) -> None:
@@ -325,20 +464,22 @@ def print_table(figures: list[Figure]) -> None:
     backends = sorted({f.backend for f in figures}, key=["sqlite", "postgres"].index)
     scenarios = list(dict.fromkeys(f.scenario for f in figures))
     by_key = {(f.backend, f.scenario): f for f in figures}
-    print(f"{'scenario':<22}" + "".join(f"{b:>30}" for b in backends))
+    print(f"{'scenario':<26}" + "".join(f"{b:>32}" for b in backends))
     for scenario in scenarios:
         cells = []
         for b in backends:
             f = by_key.get((b, scenario))
             ratio = rel.get((b, scenario))
             text = "" if f is None else f"{f.per_second:>10,.0f} {f.unit}" + (f" ({ratio:.2f}x raw)" if ratio else "")
-            cells.append(f"{text:>30}")
-        print(f"{scenario:<22}" + "".join(cells))
+            cells.append(f"{text:>32}")
+        print(f"{scenario:<26}" + "".join(cells))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--section", choices=["runs", "ontology", "all"], default="all")
+    parser.add_argument("--concurrency", type=int, default=1, help="also run the batched scenarios as N workers")
     parser.add_argument("--runs", type=int, default=20_000, help="runs per batched round")
     parser.add_argument("--batch", type=int, default=1_000, help="runs per batched transaction")
     parser.add_argument("--singles", type=int, default=500, help="runs per single-row round")
@@ -363,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         rel = ratios(figures)
         print(json.dumps({
             "figures": [asdict(f) | {"vs_raw": rel.get((f.backend, f.scenario))} for f in figures],
-            "params": {"runs": args.runs, "batch": args.batch, "singles": args.singles, "repeat": args.repeat},
+            "params": {"runs": args.runs, "batch": args.batch, "singles": args.singles, "repeat": args.repeat,
+                       "concurrency": args.concurrency, "section": args.section},
         }, indent=2))
     else:
         print_table(figures)
