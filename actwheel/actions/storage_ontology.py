@@ -18,13 +18,11 @@ A soft and a hard delete both publish ``deleted`` (``hard`` says which); restori
 object publishes ``updated`` (``created`` if it had been hard-deleted), restoring a
 relation ``created``. A batch create publishes one event per object, in order.
 
-Idempotency ledger: the storage port has no idempotency-key table, so the ledger lives in
-the append-only audit table, whose ``event_id`` is unique (``ON CONFLICT DO NOTHING``).
-A key ``k`` is the audit entry ``event_id = run_id = "ontology:" + sha256(k)`` (phase
-``ONTOLOGY``), appended in the same transaction as the change; its ``details`` hold the
-outcome to replay. A second call with ``k`` finds the entry (``audit.trail``) and returns
-the first outcome without changing anything; two concurrent first calls both change, but
-only one can append the entry: the other rolls back and replays.
+Idempotency ledger: the storage port's ``idempotency_keys`` table (``tx.idempotency``).
+A key ``k`` is stored as ``ledger_key(k) = "ontology:" + sha256(k)``, inserted in the same
+transaction as the change, with the outcome to replay. A second call with ``k`` finds it
+and returns the first outcome without changing anything; two concurrent first calls both
+change, but only one can insert the key: the other rolls back and replays.
 """
 
 from __future__ import annotations
@@ -54,23 +52,17 @@ from actwheel.events import EventFactory
 from actwheel.messages import Message
 from actwheel.storage import records
 from actwheel.storage.base import Store, Transaction
-from actwheel.storage.records import NewAuditEntry, NewOutboxMessage
+from actwheel.storage.records import NewOutboxMessage
 
 __all__ = [
-    "LEDGER_PHASE",
     "OntologyChanged",
     "StorageOntology",
     "cdc_routing_key",
-    "ledger_run_id",
+    "ledger_key",
 ]
 
 _T = TypeVar("_T")
 
-#: The audit phase of idempotency-ledger entries.
-LEDGER_PHASE = "ONTOLOGY"
-_LEDGER_ACTOR = "ontology"
-#: Object ids per ledger entry: keeps one entry's details well under the 256 KiB JSON limit.
-_LEDGER_CHUNK = 4000
 _WORD = re.compile(r"[^A-Za-z0-9_-]")
 #: Attempts of an update without ``expected_version`` that keeps losing a race.
 _MERGE_ATTEMPTS = 3
@@ -124,8 +116,8 @@ def cdc_routing_key(entity: str, type_name: str, change: str) -> str:
     return f"cdc.ontology.{middle}.{change}"
 
 
-def ledger_run_id(idempotency_key: str) -> str:
-    """The audit ``event_id``/``run_id`` of the ledger entry for ``idempotency_key``."""
+def ledger_key(idempotency_key: str) -> str:
+    """The ``idempotency_keys`` key of the ledger entry for ``idempotency_key``."""
     return "ontology:" + hashlib.sha256(idempotency_key.encode("utf-8")).hexdigest()
 
 
@@ -318,10 +310,10 @@ class StorageOntology(OntologyGateway):
         errors = _Validators(types).errors(objects)
         if errors:
             raise InvalidAction.collect(errors)
-        created: list[OntologyObject] = []
-        for object_id, new in zip(self._ids.take(len(objects)), objects, strict=True):
-            rec = await tx.ontology.create_object(new.object_type, new.properties, object_id=object_id)
-            created.append(_object(rec))
+        recs = await tx.ontology.create_objects([
+            records.NewOntologyObject(object_type=new.object_type, properties=dict(new.properties), id=object_id)
+            for object_id, new in zip(self._ids.take(len(objects)), objects, strict=True)])
+        created = [_object(rec) for rec in recs]
         await tx.outbox.append_many([self._object_event("created", after=o) for o in created])
         return created
 
@@ -611,44 +603,14 @@ def _same_request(recorded: Mapping[str, Any], request: str, key: str | None) ->
 
 
 async def _recorded(tx: Transaction, key: str | None) -> dict[str, Any] | None:
-    """The outcome recorded under ``key`` (ledger chunks joined), or None."""
-    if key is None:
-        return None
-    entries = await tx.audit.trail(ledger_run_id(key))
-    if not entries:
-        return None
-    details = dict(entries[0].details)
-    if "ids" in details:
-        details["ids"] = [object_id for e in entries for object_id in e.details.get("ids", [])]
-    return details
-
-
-def _ledger_parts(details: dict[str, Any]) -> list[dict[str, Any]]:
-    """``details`` split so that no part carries more than ``_LEDGER_CHUNK`` ids."""
-    if "ids" not in details:
-        return [details]
-    ids: list[str] = details["ids"]
-    chunks = [ids[i : i + _LEDGER_CHUNK] for i in range(0, len(ids), _LEDGER_CHUNK)] or [[]]
-    return [{**details, "ids": chunks[0]}] + [{"ids": chunk} for chunk in chunks[1:]]
+    """The outcome recorded under ``key``, or None."""
+    return None if key is None else await tx.idempotency.get(ledger_key(key))
 
 
 async def _record(tx: Transaction, key: str | None, details: dict[str, Any]) -> None:
-    """Append the ledger entry (or entries, for many ids) for ``key``.
+    """Record the outcome for ``key``.
 
     :raises _KeyTaken: another transaction recorded ``key`` first
     """
-    if key is None:
-        return
-    run_id = ledger_run_id(key)
-    entries = [
-        NewAuditEntry(
-            event_id=run_id if index == 0 else f"{run_id}:{index}",
-            phase=LEDGER_PHASE,
-            actor=_LEDGER_ACTOR,
-            run_id=run_id,
-            details=part,
-        )
-        for index, part in enumerate(_ledger_parts(details))
-    ]
-    if await tx.audit.append_many(entries) < len(entries):
-        raise _KeyTaken(run_id)
+    if key is not None and not await tx.idempotency.put(ledger_key(key), details):
+        raise _KeyTaken(key)

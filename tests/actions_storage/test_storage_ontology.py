@@ -13,15 +13,13 @@ from actions_storage_support import cdc_rows, event_factory
 
 from actwheel.actions.ontology_port import NewObject, ObjectType
 from actwheel.actions.storage_ontology import (
-    LEDGER_PHASE,
     StorageOntology,
     cdc_routing_key,
-    ledger_run_id,
+    ledger_key,
 )
 from actwheel.clock import VirtualClock
 from actwheel.errors import Conflict, InvalidAction, NotAvailable, NotFound
 from actwheel.storage import Store, Transaction
-from actwheel.storage.records import NewAuditEntry
 
 
 def order(sku: str, **extra: Any) -> NewObject:
@@ -287,6 +285,20 @@ class _FailingOutboxStore(Store):
             yield tx
 
 
+class _BlindLedgerStore(_FailingOutboxStore):
+    """The real store, except that ledger look-ups see nothing: as if a concurrent first call with the
+    same key committed between our look-up and our insert."""
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self._inner.transaction() as tx:
+            async def nothing(key: str) -> None:
+                return None
+
+            tx.idempotency.get = nothing  # type: ignore[method-assign,assignment]
+            yield tx
+
+
 async def test_a_rolled_back_change_leaves_neither_object_nor_cdc_row(
     ontology: StorageOntology, store: Store, clock: VirtualClock
 ) -> None:
@@ -296,7 +308,7 @@ async def test_a_rolled_back_change_leaves_neither_object_nor_cdc_row(
     assert await object_count(ontology) == 0
     assert await cdc_rows(store) == []
     async with store.transaction() as tx:
-        assert await tx.audit.trail(ledger_run_id("k1")) == []
+        assert await tx.idempotency.get(ledger_key("k1")) is None
 
     kept = await ontology.create_object("Order", {"sku": "K"})
     with pytest.raises(RuntimeError):
@@ -306,10 +318,11 @@ async def test_a_rolled_back_change_leaves_neither_object_nor_cdc_row(
 
 
 async def test_losing_the_ledger_race_rolls_the_change_back(ontology: StorageOntology, store: Store) -> None:
-    # Someone else holds the ledger entry's event id (but under another run id, so no replay is found):
+    # The key is taken between our look-up and our insert (a concurrent first call that committed):
     # the change must be rolled back rather than committed twice.
     async with store.transaction() as tx:
-        await tx.audit.append(NewAuditEntry(event_id=ledger_run_id("k"), phase=LEDGER_PHASE, actor="other"))
+        await tx.idempotency.put(ledger_key("k"), {"op": "someone else's"})
+    ontology = StorageOntology(_BlindLedgerStore(store), ontology._events)
     with pytest.raises(Conflict, match="idempotency_key"):
         await ontology.create_object("Order", {"sku": "A"}, idempotency_key="k")
     assert await object_count(ontology) == 0
