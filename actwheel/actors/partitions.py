@@ -1,7 +1,10 @@
 """Partition leases: tickers share the automations (a speed-only mechanism, invariant 9).
 
-Each instance aims at a fair share of the partitions (``ceil(P / live owners)``),
-renews what it holds, takes free or expired ones, and gives back extras. With
+Each instance aims at a fair share of the partitions (``ceil(P / live instances)``),
+renews what it holds, takes free or expired ones, and gives back extras. Instances
+announce themselves with a heartbeat lease on a membership slot (a lease number far
+above the real partitions, chosen from a hash of the instance id), so a newcomer that
+holds no partition yet still counts, and the others give it room. With
 leases switched off every ticker loads every partition; the planner's CAS and
 the runs' unique key still make each instant fire once. Leases use the
 database clock.
@@ -10,6 +13,7 @@ database clock.
 from __future__ import annotations
 
 import math
+import zlib
 
 from actwheel.logs import get_logger
 from actwheel.storage.base import Store
@@ -17,6 +21,15 @@ from actwheel.storage.base import Store
 __all__ = ["AllPartitions", "PartitionLeases"]
 
 _log = get_logger("actwheel.partitions")
+
+
+#: Membership slots live above every real partition number.
+MEMBERSHIP_BASE = 1_000_000
+_MEMBERSHIP_SLOTS = 1_000_000
+
+
+def membership_slot(instance: str) -> int:
+    return MEMBERSHIP_BASE + zlib.crc32(instance.encode()) % _MEMBERSHIP_SLOTS
 
 
 class AllPartitions:
@@ -43,11 +56,12 @@ class PartitionLeases:
     async def refresh(self) -> bool:
         """Renew, rebalance; returns True when the owned set changed (the ticker refills)."""
         async with self._store.transaction() as tx:
+            await tx.partitions.acquire(self._instance, [membership_slot(self._instance)], self.ttl_s)
             now = await tx.now()
-            leases = await tx.partitions.all()
-            live = [lease for lease in leases if lease.expires_at > now]
+            live = [lease for lease in await tx.partitions.all() if lease.expires_at > now]
             renewed = set(await tx.partitions.renew(self._instance, sorted(self._owned), self.ttl_s))
-            others = {lease.partition for lease in live if lease.owner != self._instance}
+            others = {lease.partition for lease in live
+                      if lease.owner != self._instance and lease.partition < self._count}
             owners = {lease.owner for lease in live} | {self._instance}
             target = math.ceil(self._count / len(owners))
             if len(renewed) < target:
