@@ -45,6 +45,6 @@ async def test_a_lease_is_never_held_by_two_instances(tmp_path: Path) -> None:
         held = [lease.owned() or frozenset() for lease in leases]
         assert sum(len(h) for h in held) == 16
         assert all(4 <= len(h) <= 6 for h in held)  # fair share: at most ceil(16 / 3) each
-        assert not (held[0] & held[1] or held[0] & held[2] or held[1] & held[2])
+        assert len(held[0] | held[1] | held[2]) == 16  # no partition counted twice
     finally:
         await store.stop()
