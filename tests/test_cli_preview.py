@@ -254,14 +254,6 @@ def test_cron_option_builds_a_cron_spec_in_the_given_zone() -> None:
 
 
 def test_cron_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
-    from actwheel.errors import NotAvailable
-    from actwheel.triggers import parse
-
-    try:
-        parse({"type": "cron", "expression": "0 0 12 * * ?"})
-    except NotAvailable:
-        pytest.skip("the cron trigger is still a placeholder (actwheel/triggers/cron.py)")
-
     code, out, _ = _run(
         [
             "--cron",
