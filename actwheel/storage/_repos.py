@@ -586,8 +586,15 @@ def _new_run_row(i: int, new: NewRun) -> dict[str, Any]:
     }
 
 
-def _inserted_run(sent: Mapping[str, Any], returned: Row) -> Run:
-    """The run just inserted, from what was sent (already checked) and the times the database set."""
+def _inserted_run(sent: Mapping[str, Any], returned: Row, new: NewRun | None = None) -> Run:
+    """The run just inserted, from what was sent (already checked) and the times the database set.
+
+    With ``new`` (the caller's record), its JSON values are reused instead of decoding what was sent.
+    """
+    if new is not None:
+        config, policy, context = new.action_config, new.policy, new.context
+    else:
+        config, policy, context = c.loads(sent["action_config"]), c.loads(sent["policy"]), c.loads(sent["context"])
     return Run(
         id=sent["id"],
         automation_id=sent["automation_id"],
@@ -602,10 +609,10 @@ def _inserted_run(sent: Mapping[str, Any], returned: Row) -> Run:
         lease_expires_at=None,
         lease_epoch=0,
         action_type=sent["action_type"],
-        action_config=c.loads(sent["action_config"]),
-        policy=c.loads(sent["policy"]),
+        action_config=config,
+        policy=policy,
         owner_id=sent["owner_id"],
-        context=c.loads(sent["context"]),
+        context=context,
         result=None,
         error=None,
         created_at=c.req_dt(returned["created_at"]),
@@ -654,7 +661,7 @@ class SqlRuns(RunRepository):
         # Sorted by key so that concurrent batches take unique-index locks in one order.
         ordered = sorted(rows, key=_run_key)
         if await self._insert_fresh(ordered):
-            return [InsertedRun(run=_inserted_run(r, r), created=True) for r in rows]
+            return [InsertedRun(run=_inserted_run(r, r, n), created=True) for r, n in zip(rows, news, strict=True)]
         return await self._insert_or_find(rows, ordered)
 
     async def _insert_fresh(self, ordered: list[dict[str, Any]]) -> bool:
