@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from actwheel.api.body import read_object
 from actwheel.api.errors import handle_actwheel_error, json_response
 from actwheel.api.ontology import ontology_routes
 from actwheel.errors import ActwheelError, FieldError, InvalidInput, InvalidTrigger
@@ -29,7 +30,6 @@ from actwheel.triggers import preview_fires
 
 __all__ = ["create_app"]
 
-_MAX_BODY = 1 << 20
 _MAX_PREVIEW = 500
 
 def create_app(engine: Any) -> Starlette:
@@ -73,7 +73,7 @@ class _Api:
     # --- automations ---------------------------------------------------------------------
 
     async def create_automation(self, request: Request) -> Response:
-        automation = await self.engine.service.create(self.caller, await _body(request))
+        automation = await self.engine.service.create(self.caller, await read_object(request))
         return json_response(automation, 201)
 
     async def list_automations(self, request: Request) -> Response:
@@ -88,7 +88,7 @@ class _Api:
         return json_response(await self.engine.service.get(request.path_params["id"]))
 
     async def update_automation(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await read_object(request)
         version = body.pop("version", None)
         if not isinstance(version, int) or isinstance(version, bool):
             raise InvalidInput("version", version, "the automation's current version (optimistic locking)")
@@ -129,7 +129,7 @@ class _Api:
     # --- actions -------------------------------------------------------------------------
 
     async def submit_action(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await read_object(request)
         body.setdefault("owner_id", self.caller.owner_id)
         message = _action_request(body)
         inserted = await self.engine.service.submit_action(self.caller, message)
@@ -143,7 +143,7 @@ class _Api:
         return json_response({"items": [d.describe() for d in self.engine.registry]})
 
     async def preview(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await read_object(request)
         count = body.get("count", 10)
         if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= _MAX_PREVIEW:
             raise InvalidInput("count", count, f"an integer from 1 to {_MAX_PREVIEW}")
@@ -157,19 +157,6 @@ class _Api:
             raise InvalidInput.collect([FieldError(trigger_field(e.field), e.value, e.expected)
                                         for e in exc.errors]) from None
         return json_response({"fires": [{"at": f.at.isoformat(), "note": f.note} for f in fires]})
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > _MAX_BODY:
-        raise InvalidInput("body", f"{len(raw)} bytes", f"at most {_MAX_BODY} bytes")
-    try:
-        body = orjson.loads(raw or b"{}")
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput("body", raw[:80].decode(errors="replace"), f"valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("body", body, "a JSON object")
-    return body
 
 
 def _action_request(body: dict[str, Any]) -> ActionRequested:

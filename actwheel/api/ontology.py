@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -28,12 +27,12 @@ from actwheel.actions.ontology_port import ObjectType, OntologyGateway
 from actwheel.actions.secrets import MASK, SecretCipher
 from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.actions.storage_secrets import SecretStore, validate_secret_name
+from actwheel.api.body import read_object
 from actwheel.api.errors import json_response
 from actwheel.errors import Conflict, InvalidInput, NotAvailable
 
 __all__ = ["ontology_routes"]
 
-_MAX_BODY = 1 << 20
 _TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
 _FLAGS = {"true": True, "1": True, "false": False, "0": False}
 
@@ -68,7 +67,7 @@ class _OntologyApi:
     # --- ontology ----------------------------------------------------------------------------
 
     async def define_type(self, request: Request) -> Response:
-        spec = await _body(request)
+        spec = await read_object(request)
         defined, version = await self._ontology.define_type(ObjectType.from_spec(spec))
         return json_response({**_type_dict(defined), "version": version}, 201 if version == 1 else 200)
 
@@ -103,7 +102,7 @@ class _OntologyApi:
     # --- secrets -----------------------------------------------------------------------------
 
     async def put_secret(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await read_object(request)
         name, value, replace = (
             validate_secret_name(body.get("name")),
             body.get("value"),
@@ -167,19 +166,6 @@ def _type_dict(object_type: ObjectType) -> dict[str, Any]:
         "properties": object_type.properties,
         "required": list(object_type.required),
     }
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > _MAX_BODY:
-        raise InvalidInput("body", f"{len(raw)} bytes", f"at most {_MAX_BODY} bytes")
-    try:
-        body = orjson.loads(raw or b"{}")
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput("body", raw[:80].decode(errors="replace"), f"valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("body", body, "a JSON object")
-    return body
 
 
 def _type_name(value: str | None) -> str | None:
