@@ -29,6 +29,7 @@ from actwheel.actions.base import (
     ActionDefinition,
     ActionResult,
     AuditSink,
+    Idempotency,
     execute_with_deadline,
 )
 from actwheel.actions.registry import ActionRegistry
@@ -217,9 +218,12 @@ class DispatchPipeline:
             return ActionResult.fail(str(exc), retryable=False, code="not_available")
         except Exception as exc:  # an executor bug or infrastructure fault: a result, never a crash
             ctx.log.exception("executor_raised", type=definition.type)
+            # The side effect may have happened before the raise: only a STRONG action is safe to retry.
+            # The exception's text may quote config values (secrets), so only its type is kept.
+            retryable = definition.idempotency_for(request.config) is Idempotency.STRONG
             return ActionResult.fail(
-                f"{definition.type} raised {type(exc).__name__}: {exc}", retryable=True, code="error"
-            )
+                f"{definition.type} raised {type(exc).__name__} (details in the engine log)",
+                retryable=retryable, code="error")
 
     def _limit(self, action_type: str) -> asyncio.Semaphore:
         if action_type not in self._limits:

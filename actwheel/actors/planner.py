@@ -126,16 +126,19 @@ class Planner(ConsumerActor):
                              "data": envelope.data}}
         try:
             async with self._store.transaction() as tx:
+                # The index only finds candidates; the rows read here decide (disabled, edited, banned).
+                fresh = await tx.automations.get_many([a.id for a in matching])
+                live = [a for a in fresh.values() if a.enabled and a.status is AutomationStatus.ACTIVE
+                        and a.trigger.get("type") == "event"]
+                owners = await _owner_activity(tx, {a.owner_id for a in live})
                 now = await tx.now()
-                inserted = await tx.runs.insert_many([
-                    NewRun(automation_id=a.id, dedupe_key=f"event:{envelope.id}", owner_id=a.owner_id,
-                           action_type=a.action_type, action_config=a.action_config, policy=a.policy,
-                           origin=Origin.EVENT, scheduled_for=now,
-                           context={**context, OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
-                    for a in matching])
-                ready = [r.run.id for r in inserted if r.created]
-                if ready:
-                    await tx.outbox.append_many(self._events.runs_ready(ready))
+                inserted = await tx.runs.insert_many([_event_run(a, envelope.id, context, now, owners[a.owner_id])
+                                                      for a in live])
+                created = [r.run for r in inserted if r.created]
+                rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
+                rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+                if rows:
+                    await tx.outbox.append_many(rows)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
@@ -252,6 +255,14 @@ def _latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
         if seen is None or item.scheduled_for > seen.scheduled_for:
             latest[item.automation_id] = item
     return list(latest.values())
+
+
+def _event_run(a: Automation, event_id: str, context: dict[str, Any], now: datetime, owner_active: bool) -> NewRun:
+    return NewRun(automation_id=a.id, dedupe_key=f"event:{event_id}", owner_id=a.owner_id, action_type=a.action_type,
+                  action_config=a.action_config, policy=a.policy, origin=Origin.EVENT, scheduled_for=now,
+                  status=RunStatus.PENDING if owner_active else RunStatus.SKIPPED,
+                  reason=None if owner_active else "owner_inactive",
+                  context={**context, OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
 
 
 def _plannable(automation: Automation, scheduled_for: datetime) -> bool:

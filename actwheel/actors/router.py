@@ -184,7 +184,7 @@ class ExecutorRouter(ConsumerActor):
         ended = _with_status(finish.run, finish.status, finish.reason)
         rows = [self._events.run_transitioned(ended, summary=result.summary, error=result.error)]
         if finish.status is RunStatus.SUCCEEDED:
-            rows.append(self._events.action_completed(ended, result.as_dict()))
+            rows.append(self._events.action_completed(ended, mask_secrets(result.as_dict())))
         return rows
 
     def _observe_start(self, run: Run) -> None:

@@ -165,3 +165,22 @@ async def test_saga_request_rolls_back_through_the_engine(stack: Stack) -> None:
         assert [s for s in compensated if s] == ["c", "b", "a"]
         assert [o for o in objects if not o.deleted] == []
         assert not log.of("run.succeeded")
+
+
+async def test_an_event_for_an_automation_disabled_since_the_index_was_read_fires_nothing(embedded: Stack) -> None:
+    from actwheel.bus.base import Delivery
+
+    engine = embedded.engine(roles=("planner",))
+    async with engine:
+        automation = await engine.service.create(ALICE, {
+            "trigger": {"type": "event", "routing_key": "orders.*.created"}, "action": LOG_ACTION})
+        planner = engine.actors["planner"]
+        await _until_bound(engine, "orders.*.created")  # the index now holds the automation, enabled
+        await engine.service.set_enabled(automation.id, False)
+        envelope = Envelope.new(type="order.created", data={"total": 1}, source="shop")
+        delivery = Delivery(envelope=envelope, queue="q", exchange=engine.bus.topology.events,
+                            routing_key="orders.eu.created", redelivered=False, delivery_count=1, headers={})
+        planner._event_index._loaded_at = engine.clock.now()  # keep the stale index: the database must decide
+        await planner.on_event(delivery)
+        async with engine.store.transaction() as tx:
+            assert await tx.runs.query(automation_id=automation.id) == []
