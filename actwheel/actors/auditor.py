@@ -48,6 +48,11 @@ class Auditor(ConsumerActor):
         except StorageUnavailable:
             raise Retry(delay=1.0) from None
 
+    async def run(self) -> None:
+        # A fresh committer per (re)start: drain() closes the previous one.
+        self._committer = GroupCommitter(self._append)
+        await super().run()
+
     async def drain(self) -> None:
         await self._committer.close()
 

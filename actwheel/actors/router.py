@@ -33,8 +33,9 @@ from actwheel.messages import ActionRequested, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.service import OWNER_KEY, AutomationService, Caller
-from actwheel.storage.base import Store
+from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
+from actwheel.storage.retry import in_transaction
 
 __all__ = ["ExecutorRouter", "request_of"]
 
@@ -84,11 +85,19 @@ class ExecutorRouter(ConsumerActor):
                              ((topology.commands, ActionRequested.TYPE),)), self.on_request, prefetch),
         )
 
+    async def run(self) -> None:
+        # A fresh committer per (re)start: drain() closes the previous one.
+        self._finisher = GroupCommitter(self._commit_finishes)
+        await super().run()
+
     async def work(self) -> None:
         """Renew the leases of in-flight runs until stopped; then let them finish (bounded by the supervisor)."""
         while not self.stopping.is_set():
             await sleep_or_wake(self._clock, self._lease_s / 3, self.stopping)
-            await self._renew_leases()
+            try:
+                await self._renew_leases()
+            except ActwheelError:  # the database is briefly away: try again next round, never crash
+                _log.exception("lease_renewal_failed", in_flight=len(self._in_flight))
 
     @property
     def in_flight(self) -> int:
@@ -165,18 +174,18 @@ class ExecutorRouter(ConsumerActor):
         return RunStatus(outcome.status), outcome.reason, None
 
     async def _commit_finishes(self, batch: Sequence[_Finish]) -> list[bool]:
-        async with self._store.transaction() as tx:
-            applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
-            done = [f for f in batch if f.run.id in applied]
-            await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)])
-            rows: list[NewOutboxMessage] = []
-            for f in done:
-                rows.extend(self._finish_events(f))
-            if rows:
-                await tx.outbox.append_many(rows)
-            dead = [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]
-            for letter in dead:
-                await tx.dead_letters.add(letter)
+        return await in_transaction(self._store, lambda tx: self._write_finishes(tx, batch), clock=self._clock)
+
+    async def _write_finishes(self, tx: Transaction, batch: Sequence[_Finish]) -> list[bool]:
+        """Statuses (only where owner and epoch still hold), audit trails, events and dead letters: one transaction."""
+        applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
+        done = [f for f in batch if f.run.id in applied]
+        await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)])
+        rows = [row for f in done for row in self._finish_events(f)]
+        if rows:
+            await tx.outbox.append_many(rows)
+        for letter in [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]:
+            await tx.dead_letters.add(letter)
         return [f.run.id in applied for f in batch]
 
     def _finish_events(self, finish: _Finish) -> list[NewOutboxMessage]:
@@ -197,9 +206,15 @@ class ExecutorRouter(ConsumerActor):
         if not runs:
             return
         async with self._store.transaction() as tx:
-            for run in runs:
-                if not await tx.runs.renew(run.id, self._instance, run.lease_epoch, self._lease_s):
-                    _log.warning("lease_lost", run_id=run.id)
+            lost = [run for run in runs
+                    if not await tx.runs.renew(run.id, self._instance, run.lease_epoch, self._lease_s)]
+        for run in lost:
+            # Fenced out: recovery may have handed the run to another worker. Stop executing it here;
+            # its finish would be refused anyway.
+            _log.warning("lease_lost", run_id=run.id)
+            entry = self._in_flight.get(run.id)
+            if entry is not None:
+                entry[1].cancel()
 
     async def drain(self) -> None:
         tasks = [task for _, task in list(self._in_flight.values())]

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 from actwheel.actors.base import Actor, ActorState
+from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock, SystemClock
 from actwheel.logs import get_logger
 
@@ -93,7 +94,9 @@ class Supervisor:
             if self._stopping or actor.stopping.is_set():
                 return
             self._count_restart(actor.name)
-            await self._clock.sleep(delay)
+            await sleep_or_wake(self._clock, delay, actor.stopping)  # stop() does not wait out a backoff
+            if self._stopping or actor.stopping.is_set():
+                return
             delay = min(delay * 2, self._backoff[1])
 
     def _count_restart(self, name: str) -> None:
