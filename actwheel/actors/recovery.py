@@ -16,6 +16,8 @@ several sweepers on several instances can run at once.
 
 from __future__ import annotations
 
+import asyncio
+
 from actwheel.actions.base import ActionContext, Idempotency
 from actwheel.actions.registry import ActionRegistry
 from actwheel.actors.base import Actor
@@ -31,6 +33,8 @@ from actwheel.storage.records import NewAuditEntry, Run, RunStatus
 __all__ = ["RecoverySweeper"]
 
 _log = get_logger("actwheel.recovery")
+#: How long a BEST_EFFORT action's confirm may take before the run is left UNKNOWN.
+_CONFIRM_TIMEOUT_S = 10.0
 
 
 class RecoverySweeper(Actor):
@@ -68,7 +72,11 @@ class RecoverySweeper(Actor):
     async def _recover_expired(self) -> int:
         async with self._store.transaction() as tx:
             expired = await tx.runs.expired_leases(self._batch)
-            recovered = [r for r in [await self._recover(tx, run) for run in expired] if r is not None]
+        # Verdicts may ask an action (confirm) over the network: outside any transaction, bounded.
+        verdicts = [(run, await self._bounded_verdict(run)) for run in expired]
+        async with self._store.transaction() as tx:
+            recovered = [r for r in [await self._recover(tx, run, verdict) for run, verdict in verdicts]
+                         if r is not None]
             ready = [r.id for r in recovered if r.status is RunStatus.PENDING]
             rows = self._events.runs_ready(ready)
             rows += [self._events.run_transitioned(r) for r in recovered if r.status is not RunStatus.PENDING]
@@ -76,8 +84,8 @@ class RecoverySweeper(Actor):
                 await tx.outbox.append_many(rows)
         return len(recovered)
 
-    async def _recover(self, tx: Transaction, run: Run) -> Run | None:
-        status, reason = await self._verdict(run)
+    async def _recover(self, tx: Transaction, run: Run, verdict: tuple[RunStatus, str]) -> Run | None:
+        status, reason = verdict
         recovered = await tx.runs.recover_expired(run.id, run.lease_epoch, status, reason=reason)
         if recovered is not None:
             await tx.audit.append(NewAuditEntry(
@@ -87,6 +95,13 @@ class RecoverySweeper(Actor):
                          "reason": reason}))
             _log.info("run_recovered", run_id=run.id, status=status.value, reason=reason)
         return recovered
+
+    async def _bounded_verdict(self, run: Run) -> tuple[RunStatus, str]:
+        try:
+            async with asyncio.timeout(_CONFIRM_TIMEOUT_S):
+                return await self._verdict(run)
+        except TimeoutError:
+            return RunStatus.UNKNOWN, "lease_expired_confirm_timed_out"
 
     async def _verdict(self, run: Run) -> tuple[RunStatus, str]:
         if run.attempt >= _max_attempts(run):
