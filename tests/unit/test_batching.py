@@ -107,7 +107,8 @@ async def test_close_lets_the_in_flight_batch_finish() -> None:
     in_flight = asyncio.create_task(committer.submit("a"))
     await _until(lambda: sink.inside == 1)
     closing = asyncio.create_task(committer.close())
-    await _until(lambda: True)
+    await _until(lambda: committer._closed)  # close() has begun and is waiting for the batch in flight
+    assert not closing.done()
     sink.gate.set()
     await closing
     assert await in_flight == "A"
