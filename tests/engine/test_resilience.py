@@ -97,7 +97,7 @@ async def _keeps_firing(stack: Stack, log: Any, automation_id: str, more: int) -
         await pass_time(stack, 1.0)
         before = done()
         try:
-            await log.wait_for(lambda _: done() >= min(target, before + 1), within=3.0)
+            await log.wait_for(lambda _, before=before: done() >= min(target, before + 1), within=3.0)
         except TimeoutError:
             continue
     assert done() >= target, f"only {done()} runs succeeded, wanted {target}"
