@@ -153,8 +153,9 @@ class Engine:
                                stale_pending_s=s.stale_pending_s)
 
     def _relay(self) -> Actor:
-        return OutboxRelay(store=self.store, bus=self.bus,
-                           on_dead_letter=lambda reason: self.metrics.action_dead_letter.labels(reason).inc())
+        return OutboxRelay(store=self.store, bus=self.bus, clock=self.clock,
+                           on_dead_letter=lambda reason: self.metrics.action_dead_letter.labels(reason).inc(),
+                           on_backlog=self.metrics.outbox_backlog.set)
 
     def _auditor(self) -> Actor:
         return Auditor(bus=self.bus, store=self.store, queue_prefix=self._prefix)

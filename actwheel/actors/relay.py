@@ -5,18 +5,21 @@ them published. Woken by the store's commit signal (NOTIFY on PostgreSQL),
 polling as a fallback. A crash between publish and mark republishes the
 batch: consumers dedupe by event id, so that is a duplicate, never a loss.
 A row the bus cannot route is moved to the dead-letter table (and counted)
-rather than blocking the relay forever.
+rather than blocking the relay forever. Every few seconds it reports the
+backlog; every hour it deletes rows published more than ``retention_s`` ago.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from itertools import groupby
 
 from actwheel.actors.base import Actor
 from actwheel.bus.base import Bus
 from actwheel.bus.envelope import Envelope, decode
-from actwheel.errors import ActwheelError, BusUnavailable, InvalidMessage, Unroutable
+from actwheel.clock import Clock
+from actwheel.errors import ActwheelError, InvalidMessage, Unroutable
 from actwheel.logs import get_logger
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewDeadLetter, OutboxMessage
@@ -24,19 +27,27 @@ from actwheel.storage.records import NewDeadLetter, OutboxMessage
 __all__ = ["OutboxRelay"]
 
 _log = get_logger("actwheel.relay")
+_BACKLOG_EVERY = timedelta(seconds=5)
+_PURGE_EVERY = timedelta(hours=1)
 
 
 class OutboxRelay(Actor):
     name = "cdc"
 
-    def __init__(self, *, store: Store, bus: Bus, batch: int = 500, poll_s: float = 1.0,
-                 on_dead_letter: Callable[[str], None] | None = None) -> None:
+    def __init__(self, *, store: Store, bus: Bus, clock: Clock, batch: int = 500, poll_s: float = 1.0,
+                 on_dead_letter: Callable[[str], None] | None = None, on_backlog: Callable[[int], None] | None = None,
+                 retention_s: float = 86_400.0) -> None:
         super().__init__()
         self._store = store
         self._bus = bus
+        self._clock = clock
         self._batch = batch
         self._poll_s = poll_s
         self._on_dead_letter = on_dead_letter or (lambda _: None)
+        self._on_backlog = on_backlog or (lambda _: None)
+        self._retention = timedelta(seconds=retention_s)
+        self._next_backlog: datetime | None = None
+        self._next_purge: datetime | None = None
         self.published = 0
 
     async def run(self) -> None:
@@ -44,12 +55,30 @@ class OutboxRelay(Actor):
         while not self.stopping.is_set():
             try:
                 moved = await self.relay_once()
-            except (BusUnavailable, ActwheelError):
+            except ActwheelError:  # the broker or the database is away: poll again
                 _log.exception("relay_failed")
                 moved = 0
             if moved < self._batch and not self.stopping.is_set():
+                await self._housekeeping()
                 await self._store.wait_for_outbox(self._poll_s)
         await self.relay_until_empty()
+
+    async def _housekeeping(self) -> None:
+        """Report the backlog (every 5 s) and purge old published rows (hourly); never fatal."""
+        now = self._clock.now()
+        try:
+            if self._next_backlog is None or now >= self._next_backlog:
+                self._next_backlog = now + _BACKLOG_EVERY
+                async with self._store.transaction() as tx:
+                    self._on_backlog(await tx.outbox.backlog())
+            if self._next_purge is None or now >= self._next_purge:
+                self._next_purge = now + _PURGE_EVERY
+                async with self._store.transaction() as tx:
+                    purged = await tx.outbox.purge_published(now - self._retention)
+                if purged:
+                    _log.info("outbox_purged", rows=purged)
+        except ActwheelError:
+            _log.exception("outbox_housekeeping_failed")
 
     async def relay_until_empty(self, max_rounds: int = 100) -> int:
         """Relay until nothing is left (bounded), e.g. while draining."""

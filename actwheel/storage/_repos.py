@@ -864,6 +864,10 @@ class SqlOutbox(OutboxRepository):
     async def purge_published(self, before: datetime) -> int:
         return len(await self._x.fetch("purge_published", {"before": c.aware("before", before)}))
 
+    async def backlog(self) -> int:
+        row = await self._x.fetchrow("outbox_backlog")
+        return int(row["n"]) if row is not None else 0
+
 
 def _audit_row(i: int, e: NewAuditEntry) -> dict[str, Any]:
     f = f"entries[{i}]."

@@ -303,6 +303,10 @@ class OutboxRepository(ABC):
     async def purge_published(self, before: datetime) -> int:
         """Delete messages published before ``before``; returns how many."""
 
+    @abstractmethod
+    async def backlog(self) -> int:
+        """How many rows wait for the relay (unpublished), for the ``actwheel_outbox_backlog`` gauge."""
+
 
 class AuditRepository(ABC):
     """The append-only audit trail, idempotent by event id."""

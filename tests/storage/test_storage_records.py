@@ -40,6 +40,17 @@ async def test_outbox_batches_in_order_and_marks_published(store: Store) -> None
     assert "body=" not in repr(first[1])  # bodies stay out of reprs
 
 
+async def test_outbox_backlog_counts_what_waits_for_the_relay(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.outbox.backlog() == 0
+        await tx.outbox.append_many([_message(i) for i in range(4)])
+    async with store.transaction() as tx:
+        assert await tx.outbox.backlog() == 4
+        taken = await tx.outbox.take_batch(3)
+        await tx.outbox.mark_published([m.id for m in taken])
+        assert await tx.outbox.backlog() == 1
+
+
 async def test_outbox_purges_only_published_before(store: Store, backend: Backend) -> None:
     async with store.transaction() as tx:
         await tx.outbox.append_many([_message(1), _message(2)])

@@ -267,6 +267,9 @@ RETURNING id;
 -- name: purge_published
 DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < :before RETURNING id;
 
+-- name: outbox_backlog
+SELECT count(*) AS n FROM outbox WHERE published_at IS NULL;
+
 -- ---------------------------------------------------------------- audit
 -- name: append_audit
 INSERT INTO audit (event_id, run_id, automation_id, phase, actor, details, occurred_at)
