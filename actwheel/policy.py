@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from actwheel.errors import FieldError, InvalidInput
+from actwheel.errors import FieldError, InvalidInput, NotAvailable
 
 __all__ = ["MisfirePolicy", "OverlapPolicy", "Policy", "RetryPolicy"]
 
@@ -70,6 +70,9 @@ class Policy:
         }
         if errors:
             raise InvalidInput.collect(errors)
+        if values["concurrency"] != 1:
+            raise NotAvailable(f"{field_prefix}.concurrency other than 1",
+                               "concurrent runs of one automation are governed by 'overlap' (skip, buffer_one, allow)")
         return cls(retry=retry, **values)  # type: ignore[arg-type]
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from actwheel.errors import InvalidInput
+from actwheel.errors import InvalidInput, NotAvailable
 from actwheel.policy import Policy, RetryPolicy
 
 
@@ -24,10 +24,15 @@ def test_defaults_when_absent() -> None:
 def test_round_trips_through_to_dict() -> None:
     policy = Policy.parse({"retry": {"max_attempts": 5, "backoff_initial_s": 0.5, "jitter": 0},
                            "timeout_s": 12, "overlap": "buffer_one", "misfire": "skip", "grace_s": 0,
-                           "concurrency": 4})
+                           "concurrency": 1})
     assert policy.retry.max_attempts == 5
     assert policy.overlap == "buffer_one"
     assert Policy.parse(policy.to_dict()) == policy
+
+
+def test_concurrency_other_than_one_is_loudly_unavailable() -> None:
+    with pytest.raises(NotAvailable, match=r"policy\.concurrency"):
+        Policy.parse({"concurrency": 4})
 
 
 def test_every_error_is_collected_with_its_dotted_field() -> None:
