@@ -247,9 +247,9 @@ class AutomationService:
         now = await tx.now()
         if automation.next_run_at is None or automation.next_run_at >= now:
             return automation
-        trigger = parse(automation.trigger)
+        following = _first_fire(parse(automation.trigger), now)
         return await tx.automations.update(automation.id, automation.version, AutomationChanges(
-            next_run_at=_first_fire(trigger, now), clear_next_run_at=_first_fire(trigger, now) is None))
+            next_run_at=following, clear_next_run_at=following is None))
 
     async def _announce_deleted(self, tx: Transaction, deleted: Deleted) -> None:
         await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])

@@ -61,6 +61,3 @@ class Actor(ABC):
         """Called by the supervisor before a restart after a crash."""
         self.ready.clear()
         self.state = ActorState.STARTING
-
-    async def wait_stopping(self) -> None:
-        await self.stopping.wait()

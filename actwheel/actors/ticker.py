@@ -151,7 +151,7 @@ class WheelTicker(Actor):
         for row in rows:
             self._load(row)
         if owned is not None:
-            self._drop_unowned(owned, {r.id for r in rows})
+            self._drop_unowned({r.id for r in rows})
         self._loaded_until = until
         self._on_wheel_size(len(self._wheel))
         _log.debug("wheel_refilled", loaded=len(rows), wheel_size=len(self._wheel))
@@ -199,7 +199,7 @@ class WheelTicker(Actor):
             self._wheel.schedule(timer.automation_id, _ms(following),
                                  _Timer(timer.automation_id, following, timer.trigger))
 
-    def _drop_unowned(self, owned: frozenset[int], kept: set[str]) -> None:
+    def _drop_unowned(self, kept: set[str]) -> None:
         # Timers loaded from partitions this instance no longer owns go; the new owner loads them.
         pending = self._wheel.keys()
         for key in [k for k in pending if k not in kept]:

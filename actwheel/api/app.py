@@ -10,10 +10,10 @@ Until authentication exists every request acts as the local owner.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -124,7 +124,7 @@ class _Api:
         async with self.engine.store.transaction() as tx:
             run = await tx.runs.get(request.path_params["id"])
             trail = await tx.audit.trail(run.id)
-        return json_response({**orjson.loads(orjson.dumps(run)), "audit": trail})
+        return json_response({**dataclasses.asdict(run), "audit": trail})
 
     # --- actions -------------------------------------------------------------------------
 
