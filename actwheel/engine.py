@@ -24,6 +24,7 @@ from actwheel.actors.base import Actor
 from actwheel.actors.metrics_sampler import MetricsSampler
 from actwheel.actors.partitions import AllPartitions, PartitionLeases
 from actwheel.actors.planner import Planner
+from actwheel.actors.queues import role_queues
 from actwheel.actors.recovery import RecoverySweeper
 from actwheel.actors.relay import OutboxRelay
 from actwheel.actors.router import ExecutorRouter
@@ -87,6 +88,8 @@ class Engine:
         await self._open_secrets()
         await self.bus.start()
         self._stack.push_async_callback(self.bus.stop)
+        for spec in role_queues(self.bus.topology, self._prefix):  # messages wait for roles run elsewhere
+            await self.bus.declare_queue(spec)
         self._stack.push_async_callback(self.supervisor.stop)
         await self.supervisor.start()
         self.started = True

@@ -9,17 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from actwheel.actors import queues
 from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake
 from actwheel.bus.base import Bus, Delivery, Retry
-from actwheel.bus.topology import QueueSpec
 from actwheel.errors import StorageUnavailable
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewAuditEntry
 
 __all__ = ["Auditor", "audit_entry_of"]
 
-_AUTOMATION_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "completed")
 _PHASES = {"run": "LIFECYCLE", "automation": "AUTOMATION", "action": "ACTION", "cdc": "CDC"}
 
 
@@ -34,10 +33,7 @@ class Auditor(ConsumerActor):
         self._committer: GroupCommitter[NewAuditEntry, int] = GroupCommitter(self._append)
 
     def intake(self) -> Sequence[Intake]:
-        topology = self.bus.topology
-        changes = [(topology.events, f"automation.{c}") for c in _AUTOMATION_CHANGES]
-        bindings = ((topology.events, "run.#"), *changes, (topology.events, "action.completed"), (topology.cdc, "#"))
-        return (Intake(QueueSpec(f"{self._prefix}actwheel.auditor", bindings), self.on_event, self._prefetch),)
+        return (Intake(queues.auditor_events(self.bus.topology, self._prefix), self.on_event, self._prefetch),)
 
     async def on_event(self, delivery: Delivery) -> None:
         entry = audit_entry_of(delivery)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from actwheel.actors import queues
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
 from actwheel.actors.planning import Plan, plan_instants
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
-from actwheel.bus.topology import QueueSpec
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage, NotFound
 from actwheel.events import EventFactory
@@ -75,15 +75,12 @@ class Planner(ConsumerActor):
         self._bound: frozenset[str] = frozenset()
 
     def intake(self) -> Sequence[Intake]:
-        topology = self.bus.topology
-        changes = tuple((topology.events, f"automation.{c}") for c in ("created", "updated", "enabled"))
+        topology, prefix = self.bus.topology, self._prefix
         return (
-            Intake(QueueSpec(f"{self._prefix}actwheel.planner.due",
-                             ((topology.events, AutomationsDue.TYPE),)), self.on_due, self._prefetch),
-            Intake(QueueSpec(f"{self._prefix}actwheel.planner.commands",
-                             ((topology.commands, "command.#"),)), self.on_command, self._prefetch),
-            Intake(QueueSpec(f"{self._prefix}actwheel.planner.changes", changes), self.on_change, self._prefetch),
-            Intake(self._event_queue(), self.on_event, self._prefetch),
+            Intake(queues.planner_due(topology, prefix), self.on_due, self._prefetch),
+            Intake(queues.planner_commands(topology, prefix), self.on_command, self._prefetch),
+            Intake(queues.planner_changes(topology, prefix), self.on_change, self._prefetch),
+            Intake(queues.planner_events(topology, prefix, self._bound), self.on_event, self._prefetch),
         )
 
     async def run(self) -> None:
@@ -98,15 +95,11 @@ class Planner(ConsumerActor):
 
     # --- business events (event triggers) -----------------------------------------------
 
-    def _event_queue(self, patterns: frozenset[str] = frozenset()) -> QueueSpec:
-        return QueueSpec(f"{self._prefix}actwheel.planner.events",
-                         tuple((self.bus.topology.events, p) for p in sorted(patterns)))
-
     async def _bind_event_patterns(self) -> None:
         patterns = await self._event_index.refresh()
         new = patterns - self._bound
         if new:
-            await self.bus.declare_queue(self._event_queue(self._bound | new))
+            await self.bus.declare_queue(queues.planner_events(self.bus.topology, self._prefix, self._bound | new))
             self._bound |= new
 
     async def on_change(self, delivery: Delivery) -> None:

@@ -20,11 +20,11 @@ import structlog
 
 from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, DispatchRequest
 from actwheel.actions.secrets import mask_secrets
+from actwheel.actors import queues
 from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery
-from actwheel.bus.topology import QueueSpec
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory
@@ -76,13 +76,11 @@ class ExecutorRouter(ConsumerActor):
         self._finisher: GroupCommitter[_Finish, bool] = GroupCommitter(self._commit_finishes)
 
     def intake(self) -> Sequence[Intake]:
-        topology = self.bus.topology
+        topology, prefix = self.bus.topology, self._prefix
         prefetch = max(1, min(self._concurrency, 64))
         return (
-            Intake(QueueSpec(f"{self._prefix}actwheel.router.ready", ((topology.events, RunsReady.TYPE),)),
-                   self.on_ready, prefetch),
-            Intake(QueueSpec(f"{self._prefix}actwheel.router.requests",
-                             ((topology.commands, ActionRequested.TYPE),)), self.on_request, prefetch),
+            Intake(queues.router_ready(topology, prefix), self.on_ready, prefetch),
+            Intake(queues.router_requests(topology, prefix), self.on_request, prefetch),
         )
 
     async def run(self) -> None:

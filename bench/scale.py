@@ -1,0 +1,152 @@
+"""Benchmark: a ticker over a large PostgreSQL — time until ready and memory held.
+
+Loads ``--automations`` (default 1,000,000) enabled automations into a fresh
+schema with COPY, ``--due`` (default 100,000) of them due within the ticker's
+one-hour horizon and the rest later. Half have a Quartz cron trigger, half a
+DAILY repeat, each consistent with its ``next_run_at``. Then it starts an engine
+with only the ``ticker`` role on the in-process bus and measures:
+
+- ``ready_s``: from ``engine.start()`` until every actor is ready (the ticker has
+  loaded its horizon into the wheel);
+- ``wheel``: timers in the wheel (must equal ``--due``);
+- ``rss_mb``: the process's resident memory once ready, and the growth over the
+  RSS measured just before the start.
+
+Baseline in the same process: raw asyncpg reading the same due rows
+(``baseline_fetch_s``), so ``ready_s`` can be quoted as a ratio.
+Targets (issue 4): ready in ≤ 10 s and RSS ≤ 300 MB for 1M automations / 100k due.
+
+    .venv/bin/python bench/scale.py [--automations N] [--due N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import orjson
+
+from actwheel.clock import SystemClock
+from actwheel.engine import Engine
+from actwheel.logs import configure_logging
+from actwheel.settings import Settings
+from actwheel.storage import open_store
+
+DATABASE_URL = os.environ.get("ACTWHEEL_BENCH_DATABASE_URL",
+                              "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel")
+COLUMNS = ("id", "owner_id", "name", "labels", "trigger", "action_type", "action_config", "policy", "enabled",
+           "status", "durable", "next_run_at", "version", "partition", "created_at", "updated_at")
+ACTION = orjson.dumps({"op": "log", "message": "scale"}).decode()
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["search_path"] = schema
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def row(i: int, now: datetime, due: bool, rng: random.Random) -> tuple[object, ...]:
+    ahead = rng.uniform(1, 3500) if due else rng.uniform(7200, 86_000)
+    at = (now + timedelta(seconds=ahead)).replace(microsecond=0)
+    if i % 2:
+        trigger = {"type": "cron", "expression": f"{at.second} {at.minute} {at.hour} * * ?", "timezone": "UTC"}
+    else:
+        trigger = {"type": "repeat", "repeat": "DAILY", "execute_time": at.strftime("%H:%M:%S"), "timezone": "UTC"}
+    return (uuid.uuid4().hex, "bench", f"a{i}", "{}", orjson.dumps(trigger).decode(), "simple.op", ACTION, "{}",
+            True, "ACTIVE", True, at, 1, i % 64, now, now)
+
+
+async def load(url: str, count: int, due: int) -> None:
+    connection = await asyncpg.connect(url)
+    try:
+        now = datetime.now(UTC)
+        rng = random.Random(2024)
+        batch = 50_000
+        for start in range(0, count, batch):
+            records = [row(i, now, i < due, rng) for i in range(start, min(count, start + batch))]
+            await connection.copy_records_to_table("automations", records=records, columns=COLUMNS)
+        await connection.execute("ANALYZE automations")
+    finally:
+        await connection.close()
+
+
+async def baseline_fetch(url: str) -> float:
+    connection = await asyncpg.connect(url)
+    try:
+        started = time.perf_counter()
+        rows = await connection.fetch(
+            "SELECT * FROM automations WHERE enabled AND status = 'ACTIVE' AND next_run_at < now() + interval '1 hour'")
+        elapsed = time.perf_counter() - started
+        assert rows
+        return elapsed
+    finally:
+        await connection.close()
+
+
+async def measure(count: int, due: int) -> dict[str, object]:
+    schema = f"scale_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(DATABASE_URL)
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    url = with_schema(DATABASE_URL, schema)
+    try:
+        store = open_store(url)
+        await store.start()  # migrations
+        await store.stop()
+        started = time.perf_counter()
+        await load(url, count, due)
+        load_s = time.perf_counter() - started
+        baseline_s = await baseline_fetch(url)
+        engine = Engine(Settings(database_url=url, broker_url="memory://", instance="scale", roles=("ticker",)),
+                        clock=SystemClock())
+        before = rss_mb()
+        started = time.perf_counter()
+        await engine.start()
+        ready_s = time.perf_counter() - started
+        after = rss_mb()
+        wheel = engine.actors["ticker"].wheel_size  # type: ignore[attr-defined]
+        await engine.stop()
+    finally:
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
+    return {"automations": count, "due_within_horizon": due, "load_s": round(load_s, 1),
+            "baseline_fetch_s": round(baseline_s, 2), "ready_s": round(ready_s, 2),
+            "ready_vs_baseline": round(ready_s / baseline_s, 1), "wheel": wheel,
+            "rss_mb": round(after, 1), "rss_growth_mb": round(after - before, 1),
+            "targets": {"ready_s": {"target": 10.0, "met": ready_s <= 10.0},
+                        "rss_mb": {"target": 300.0, "met": after <= 300.0}}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--automations", type=int, default=1_000_000)
+    parser.add_argument("--due", type=int, default=100_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    result = asyncio.run(measure(args.automations, args.due))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>20}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
