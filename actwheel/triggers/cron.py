@@ -54,6 +54,7 @@ class _QuartzSchedule:
     """Quartz semantics: exact in the zone (``dst: quartz``) or as pure wall times."""
 
     dialect = "quartz"
+    __slots__ = ("fixed_hour", "parsed")
 
     def __init__(self, parsed: QuartzExpression) -> None:
         self.parsed = parsed

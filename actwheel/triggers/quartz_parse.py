@@ -97,6 +97,21 @@ class QuartzExpression:
         return NO_SPEC not in self.values[DAY_OF_MONTH]
 
 
+#: Value sets shared between parsed expressions: most fields are '*' or a small common set, and a
+#: wheel holding 100k cron timers would otherwise hold 100k copies of the 330 years of '*'.
+_SHARED: dict[tuple[int, ...], tuple[int, ...]] = {}
+_SHARED_MAX = 20_000
+
+
+def _interned(values: tuple[int, ...]) -> tuple[int, ...]:
+    shared = _SHARED.get(values)
+    if shared is not None:
+        return shared
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[values] = values
+    return values
+
+
 @dataclass(slots=True)
 class _Builder:
     sets: list[set[int]] = field(default_factory=lambda: [set() for _ in range(7)])
@@ -170,7 +185,7 @@ def _check_evaluable(builder: _Builder, tokens: list[str], prefix: str) -> None:
 
 def _freeze(expression: str, tokens: list[str], b: _Builder) -> QuartzExpression:
     return QuartzExpression(
-        text=expression, fields=tuple(tokens), values=tuple(tuple(sorted(s)) for s in b.sets),
+        text=expression, fields=tuple(tokens), values=tuple(_interned(tuple(sorted(s))) for s in b.sets),
         last_day_of_month=b.last_day_of_month, last_day_offset=b.last_day_offset,
         nearest_weekday=b.nearest_weekday, last_day_of_week=b.last_day_of_week,
         nth_day_of_week=b.nth_day_of_week)
