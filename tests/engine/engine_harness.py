@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actwheel.actors.queues import role_queues
 from actwheel.bus import AmqpBus, Bus, Delivery, MemoryBus, QueueSpec, Topology
 from actwheel.clock import Clock, SystemClock, VirtualClock
 from actwheel.engine import Engine
@@ -88,10 +89,6 @@ class Stack:
             await subscription.cancel()
 
 
-ROLE_QUEUES = ("actwheel.planner.due", "actwheel.planner.commands", "actwheel.planner.changes",
-               "actwheel.planner.events", "actwheel.router.ready", "actwheel.router.requests", "actwheel.auditor")
-
-
 async def delete_broker_topology(stack: Stack) -> None:
     """Remove every queue and exchange a services-stack test declared on the shared broker (best effort)."""
     if stack.broker_url is None:
@@ -101,7 +98,8 @@ async def delete_broker_topology(stack: Stack) -> None:
     connection = await aio_pika.connect(stack.broker_url, timeout=10)
     async with connection:
         channel = await connection.channel()
-        names = stack.queues | {stack.prefix + q for q in ROLE_QUEUES} | {stack.topology.dead_letters}
+        roles = {spec.name for spec in role_queues(stack.topology, stack.prefix)}
+        names = stack.queues | roles | {stack.topology.dead_letters}
         for queue in sorted(names):
             with contextlib.suppress(Exception):
                 await channel.queue_delete(queue)
