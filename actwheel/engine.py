@@ -30,6 +30,7 @@ from actwheel.actors.relay import OutboxRelay
 from actwheel.actors.router import ExecutorRouter
 from actwheel.actors.supervisor import Supervisor
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
+from actwheel.actors.transient import TransientTimers
 from actwheel.bus import open_bus
 from actwheel.bus.base import Bus, Delivery, Subscription
 from actwheel.bus.envelope import Envelope
@@ -45,6 +46,7 @@ from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, AutomationStatus
+from actwheel.transient import TransientRegistry
 
 __all__ = ["Engine"]
 
@@ -66,8 +68,10 @@ class Engine:
         self.registry = registry or registry_from_env()
         self.metrics = Metrics()
         self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")
+        # durable: false automations live in this process, fired by its ticker: none without one
+        self.transients = TransientRegistry(clock=self.clock) if "ticker" in settings.roles else None
         self.service = AutomationService(store=self.store, registry=self.registry, events=self.events,
-                                         clock=self.clock)
+                                         clock=self.clock, transients=self.transients)
         self._secrets: SecretResolver = secrets or NoSecrets()
         self._secrets_injected = secrets is not None
         self.ontology = StorageOntology(self.store, self.events)
@@ -134,9 +138,13 @@ class Engine:
         s = self.settings
         leases = (PartitionLeases(store=self.store, instance=s.instance, partitions=s.partitions)
                   if s.partition_leases else AllPartitions())
+        assert self.transients is not None
+        transients = TransientTimers(registry=self.transients, store=self.store, events=self.events,
+                                     metrics=self.metrics)
         ticker = WheelTicker(source=_StoreSchedule(self.store), publish=self._publish_due, clock=self.clock,
                              horizon_s=s.horizon_s, partitions=leases,
-                             on_wheel_size=self.metrics.wheel_size.set, changes=self._subscribe_changes)
+                             on_wheel_size=self.metrics.wheel_size.set, changes=self._subscribe_changes,
+                             transients=transients)
         return ticker
 
     def _planner(self) -> Actor:

@@ -2,6 +2,12 @@
 
 Input is validated where it enters (every error at once, each naming its field
 and value); each change commits with its outbox event in one transaction.
+
+``durable: false`` automations go to this instance's :class:`TransientRegistry`
+instead of the ``automations`` table (only where a wheel ticker runs to fire
+them); every method here takes their ids as well. They announce no
+``automation.*`` events (nothing outside this process could act on them), but
+disabling or deleting one cancels its PENDING runs like a stored one's.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from actwheel.storage.records import (
     NewRun,
     Origin,
     Run,
+    RunStatus,
 )
+from actwheel.transient import TransientRegistry
 from actwheel.triggers import Trigger, parse
 
 __all__ = ["OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
@@ -37,6 +45,9 @@ __all__ = ["OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
 #: Reserved key of a run's context holding the owner snapshot ({id, scopes}).
 OWNER_KEY = "$owner"
 _RESERVED_PREFIXES = ("automation.", "run.", "action.", "command.", "cdc.")
+_CANCELABLE = [RunStatus.PENDING, RunStatus.RETRY_WAIT]
+#: The filters of :meth:`AutomationService.query` that transient automations answer too.
+_TRANSIENT_FILTERS = {"owner_id", "session_id", "agent_id", "status", "enabled", "after_id", "limit"}
 _FIELDS = {"name", "trigger", "action", "action_type", "action_config", "policy", "labels", "enabled",
            "durable"}
 
@@ -63,23 +74,31 @@ class _Spec:
     policy: Policy
     labels: dict[str, Any]
     enabled: bool
+    durable: bool
 
 
 class AutomationService:
-    def __init__(self, *, store: Store, registry: ActionRegistry, events: EventFactory, clock: Clock) -> None:
+    def __init__(self, *, store: Store, registry: ActionRegistry, events: EventFactory, clock: Clock,
+                 transients: TransientRegistry | None = None) -> None:
+        """``transients``: where ``durable: false`` automations live; ``None`` (no ticker here) refuses them."""
         self._store = store
         self._registry = registry
         self._events = events
         self._clock = clock
+        self._transients = transients
 
     # --- automations ------------------------------------------------------------------
 
     async def create(self, caller: Caller, payload: Mapping[str, Any]) -> Automation:
         """Validate and store a new automation with its first ``next_run_at``.
 
-        :raises InvalidInput: listing every bad field with its value
+        :raises InvalidInput: listing every bad field with its value; naming ``durable`` when
+            ``durable: false`` is asked of an instance without a ticker, or of a full registry
+        :raises NotAvailable: ``durable: false`` with an event trigger
         """
         spec = self._parse(payload)
+        if not spec.durable:
+            return self._create_transient(caller, spec)
         async with self._store.transaction() as tx:
             now = await tx.now()
             automation = await tx.automations.create(NewAutomation(
@@ -91,12 +110,22 @@ class AutomationService:
         return automation
 
     async def get(self, automation_id: str) -> Automation:
+        transient = self._transient(automation_id)
+        if transient is not None:
+            return transient
         async with self._store.transaction() as tx:
             return await tx.automations.get(automation_id)
 
     async def query(self, **filters: Any) -> list[Automation]:
+        """Stored automations and this instance's transient ones, ordered by id (page with ``after_id``)."""
         async with self._store.transaction() as tx:
-            return await tx.automations.query(**filters)
+            stored = await tx.automations.query(**filters)
+        if self._transients is None or len(self._transients) == 0 or filters.get("due_before") is not None \
+                or filters.get("partitions") is not None:
+            return stored
+        limit = filters.get("limit", 100)
+        transient = self._transients.query(**{k: v for k, v in filters.items() if k in _TRANSIENT_FILTERS})
+        return sorted([*stored, *transient], key=lambda a: a.id)[:limit]
 
     async def update(self, automation_id: str, payload: Mapping[str, Any], expected_version: int) -> Automation:
         """Replace the fields in ``payload``; a new trigger recomputes ``next_run_at`` from now.
@@ -106,6 +135,11 @@ class AutomationService:
         if "enabled" in payload:
             raise InvalidInput("enabled", payload["enabled"],
                                "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
+        transient = self._transient(automation_id)
+        if transient is not None:
+            return await self._update_transient(transient, payload, expected_version)
+        if payload.get("durable", True) is not True:
+            raise InvalidInput("durable", payload["durable"], "true: an automation stays durable or not as created")
         async with self._store.transaction() as tx:
             current = await tx.automations.get(automation_id)
             merged = {**_as_payload(current, flat=("action_type" in payload or "action_config" in payload)),
@@ -119,6 +153,8 @@ class AutomationService:
     async def set_enabled(self, automation_id: str, enabled: bool,
                           expected_version: int | None = None) -> tuple[Automation, list[str]]:
         """Enable (recomputing a past ``next_run_at`` from now) or disable (canceling PENDING runs)."""
+        if self._transient(automation_id) is not None:
+            return await self._set_transient_enabled(automation_id, enabled, expected_version)
         async with self._store.transaction() as tx:
             automation, canceled = await tx.automations.set_enabled(
                 automation_id, enabled, expected_version=expected_version)
@@ -130,6 +166,8 @@ class AutomationService:
         return automation, canceled
 
     async def delete(self, automation_id: str) -> Deleted:
+        if self._transient(automation_id) is not None:
+            return await self._delete_transients([automation_id])
         async with self._store.transaction() as tx:
             deleted = await tx.automations.delete(automation_id)
             await self._announce_deleted(tx, deleted)
@@ -145,12 +183,18 @@ class AutomationService:
             else:
                 deleted = await tx.automations.delete_by_agent(str(agent_id))
             await self._announce_deleted(tx, deleted)
+        if self._transients is not None:
+            labelled = self._transients.query(session_id=session_id, agent_id=agent_id, limit=len(self._transients))
+            gone = await self._delete_transients([a.id for a in labelled])
+            deleted = Deleted(automation_ids=deleted.automation_ids + gone.automation_ids,
+                              canceled_run_ids=deleted.canceled_run_ids + gone.canceled_run_ids)
         return deleted
 
     async def run_now(self, caller: Caller, automation_id: str) -> Run:
         """A manual run of the automation's current action (dedupe key ``manual:<id>``)."""
+        transient = self._transient(automation_id)
         async with self._store.transaction() as tx:
-            automation = await tx.automations.get(automation_id)
+            automation = transient or await tx.automations.get(automation_id)
             now = await tx.now()
             inserted = await tx.runs.insert(NewRun(
                 automation_id=automation.id, dedupe_key=f"manual:{uuid.uuid4().hex}",
@@ -180,6 +224,87 @@ class AutomationService:
             action_type=request.type, action_config=dict(request.config), origin=Origin.REQUEST,
             scheduled_for=await tx.now(), context=context))
 
+    # --- transient (durable: false) automations --------------------------------------------
+
+    def _transient(self, automation_id: str) -> Automation | None:
+        return self._transients.find(automation_id) if self._transients is not None else None
+
+    def _create_transient(self, caller: Caller, spec: _Spec) -> Automation:
+        if self._transients is None:
+            raise InvalidInput("durable", False, "true: this instance runs no wheel ticker (--actors), so a "
+                               "non-durable automation accepted here would never fire")
+        if spec.trigger.is_event:
+            raise NotAvailable("non-durable event automations (durable: false with an event trigger)",
+                               "event triggers are matched against stored automations; omit 'durable'")
+        now = self._clock.now()
+        return self._transients.add(Automation(
+            id=self._transients.new_id(), owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec,
+            action_type=spec.action_type, action_config=spec.action_config, policy=spec.policy.to_dict(),
+            labels=spec.labels, enabled=spec.enabled, status=AutomationStatus.ACTIVE, durable=False,
+            next_run_at=_first_fire(spec.trigger, now), end_at=_end_of(spec.trigger_spec), version=1,
+            partition=-1, created_at=now, updated_at=now))
+
+    async def _update_transient(self, current: Automation, payload: Mapping[str, Any],
+                                expected_version: int) -> Automation:
+        if payload.get("durable", False) is not False:
+            raise InvalidInput("durable", payload["durable"], "false: an automation stays durable or not as created")
+        transients = self._registry_of_transients()
+        async with transients.lock:  # not while one of its instants is being fired
+            merged = {**_as_payload(current, flat=("action_type" in payload or "action_config" in payload)),
+                      **payload, "durable": False}
+            spec = self._parse(merged, check_ended="trigger" in payload)
+            next_run_at = _first_fire(spec.trigger, self._clock.now()) if "trigger" in payload else current.next_run_at
+            return transients.change(
+                current.id, expected_version, name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
+                action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels,
+                next_run_at=next_run_at, end_at=_end_of(spec.trigger_spec))
+
+    async def _set_transient_enabled(self, automation_id: str, enabled: bool,
+                                     expected_version: int | None) -> tuple[Automation, list[str]]:
+        transients = self._registry_of_transients()
+        async with transients.lock:  # a disable never misses a run being inserted for it
+            current = transients.check_version(automation_id, expected_version)
+            canceled: list[str] = []
+            next_run_at = current.next_run_at
+            if enabled and next_run_at is not None and next_run_at < self._clock.now():
+                next_run_at = _first_fire(parse(current.trigger), self._clock.now())
+            if not enabled:
+                async with self._store.transaction() as tx:
+                    canceled = await self._cancel_pending(tx, automation_id, "disabled")
+            status = AutomationStatus.COMPLETED if next_run_at is None else current.status
+            updated = transients.change(automation_id, None, enabled=enabled, next_run_at=next_run_at, status=status)
+        return updated, canceled
+
+    async def _delete_transients(self, automation_ids: list[str]) -> Deleted:
+        """Cancel their PENDING runs (committed first: a failure leaves them in place), then forget them."""
+        transients = self._registry_of_transients()
+        async with transients.lock:
+            canceled: list[str] = []
+            if automation_ids:
+                async with self._store.transaction() as tx:
+                    for automation_id in automation_ids:
+                        canceled += await self._cancel_pending(tx, automation_id, "deleted")
+            for automation_id in automation_ids:
+                transients.remove(automation_id)
+        return Deleted(automation_ids=tuple(automation_ids), canceled_run_ids=tuple(canceled))
+
+    async def _cancel_pending(self, tx: Transaction, automation_id: str, reason: str) -> list[str]:
+        """PENDING / RETRY_WAIT runs of a transient automation → CANCELED(reason), with their events
+        (the store does this for stored automations in ``set_enabled`` / ``delete``)."""
+        canceled: list[str] = []
+        while True:
+            waiting = await tx.runs.query(automation_id=automation_id, statuses=_CANCELABLE, limit=1000)
+            done = [run.id for run in waiting if await tx.runs.cancel(run.id, reason)]
+            canceled += done
+            if len(waiting) < 1000 or not done:
+                break
+        await tx.outbox.append_many(self._events.runs_canceled(canceled, automation_id, reason))
+        return canceled
+
+    def _registry_of_transients(self) -> TransientRegistry:
+        assert self._transients is not None  # only reached for an id found in it
+        return self._transients
+
     # --- helpers ---------------------------------------------------------------------
 
     def _parse(self, payload: Mapping[str, Any], *, check_ended: bool = True) -> _Spec:
@@ -187,9 +312,10 @@ class AutomationService:
             raise InvalidInput("body", payload, "a JSON object")
         errors: list[FieldError] = [FieldError(k, payload[k], "one of the fields " + ", ".join(sorted(_FIELDS)))
                                     for k in sorted(set(payload) - _FIELDS)]
-        if payload.get("durable", True) is not True:
-            raise NotAvailable("non-durable automations (durable: false)",
-                               "every automation is stored; omit 'durable' or set it to true")
+        durable = payload.get("durable", True)
+        if not isinstance(durable, bool):
+            errors.append(FieldError("durable", durable, "true (stored, the default) or false (held in memory by "
+                                     "this instance only, lost when it stops)"))
         trigger, trigger_spec = _parse_trigger(payload.get("trigger"), errors)
         if check_ended and trigger is not None and _has_ended(trigger, self._clock.now()):
             errors.append(FieldError("trigger", payload.get("trigger"), "a schedule with a fire still to come "
@@ -205,7 +331,8 @@ class AutomationService:
             errors.append(FieldError("enabled", enabled, "true or false"))
         if errors or trigger is None or policy is None:
             raise InvalidInput.collect(errors or [FieldError("trigger", None, "a trigger spec")])
-        return _Spec(str(name), trigger, trigger_spec, action_type, action_config, policy, labels, bool(enabled))
+        return _Spec(str(name), trigger, trigger_spec, action_type, action_config, policy, labels, bool(enabled),
+                     durable is not False)
 
     def _parse_action(self, payload: Mapping[str, Any], errors: list[FieldError]) -> tuple[str, dict[str, Any]]:
         action = payload.get("action")

@@ -9,12 +9,18 @@ per-second schedule never waits for a database round trip; the planner's
 compare-and-set on the cursor makes a duplicate or stale announcement
 harmless. Automations whose ``next_run_at`` is already past (misfires after
 downtime) come due at once; the planner applies their misfire policy.
+
+Transient automations (``durable: false``) have no row: their timers come
+from this instance's ``transients`` (loaded at every refill and reloaded when
+the registry tells of a change), share the wheel, and when due they are handed
+to ``transients.fire`` (which inserts their runs directly) instead of being
+announced to the planners of every instance.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -29,10 +35,12 @@ from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
 from actwheel.triggers import Trigger, parse
 from actwheel.wheel import TimingWheel
 
-__all__ = ["ScheduleSource", "ScheduledAutomation", "WheelTicker"]
+__all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelTicker"]
 
 _log = get_logger("actwheel.ticker")
 _MAX_BATCH = 2_000
+#: After a failed transient fire (database unavailable), try the same instant again this much later.
+_TRANSIENT_RETRY_MS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,7 @@ class ScheduledAutomation:
     next_run_at: datetime
     trigger_spec: dict[str, Any]
     partition: int
+    transient: bool = False
 
 
 class ScheduleSource(Protocol):
@@ -56,6 +65,29 @@ class ScheduleSource(Protocol):
 
     async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
         """One automation, or ``None`` when it is gone, disabled or completed."""
+        ...
+
+
+class TransientSchedule(Protocol):
+    """This instance's runtime-only automations (``durable: false``): no rows, timers in this wheel only."""
+
+    def due_before(self, before: datetime) -> list[ScheduledAutomation]:
+        """Enabled ones with ``next_run_at < before``."""
+        ...
+
+    def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        """One of them, or ``None`` when it is gone, disabled or ended."""
+        ...
+
+    def watch(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``on_change(id)`` after each change; returns the function that stops it."""
+        ...
+
+    async def fire(self, items: Sequence[DueItem]) -> int:
+        """Insert the runs of these due instants and move the cursors; returns how many were queued.
+
+        :raises ActwheelError: nothing was fired (e.g. the database is unavailable)
+        """
         ...
 
 
@@ -74,6 +106,7 @@ class _Timer:
     automation_id: str
     scheduled_for: datetime
     trigger: Trigger
+    transient: bool = False
 
 
 Publish = Callable[[AutomationsDue], Awaitable[None]]
@@ -93,6 +126,7 @@ class WheelTicker(Actor):
         partition_refresh_s: float = 10.0,
         on_wheel_size: Callable[[int], None] | None = None,
         changes: Callable[[Callable[[AutomationChanged], Awaitable[None]]], Awaitable[Any]] | None = None,
+        transients: TransientSchedule | None = None,
     ) -> None:
         super().__init__()
         self._source = source
@@ -104,6 +138,7 @@ class WheelTicker(Actor):
         self._next_partition_refresh: datetime | None = None
         self._on_wheel_size = on_wheel_size or (lambda _: None)
         self._subscribe_changes = changes
+        self._transients = transients
         self._wheel: TimingWheel[str, _Timer] = TimingWheel(now_ms=clock.now_ms())
         self._loaded_until: datetime | None = None
         self._wake = asyncio.Event()
@@ -116,6 +151,7 @@ class WheelTicker(Actor):
         subscription = None
         if self._subscribe_changes is not None:
             subscription = await self._subscribe_changes(self.apply_change)
+        unwatch = self._transients.watch(self.apply_transient_change) if self._transients is not None else None
         try:
             await self._refresh_partitions()
             await self.refill()
@@ -125,6 +161,8 @@ class WheelTicker(Actor):
                 await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping)
                 self._wake.clear()
         finally:
+            if unwatch is not None:
+                unwatch()
             if subscription is not None:
                 await subscription.cancel()
 
@@ -133,21 +171,25 @@ class WheelTicker(Actor):
         if await self._refresh_partitions() or self._needs_refill():
             await self.refill()
         now = self._clock.now()
-        fired = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
+        due = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
+        fired = [t for t in due if not t.transient]
         for start in range(0, len(fired), _MAX_BATCH):
             batch = fired[start : start + _MAX_BATCH]
             await self._publish(AutomationsDue(items=tuple(
                 DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in batch)))
         for timer in fired:
             self._schedule_following(timer)
+        await self._fire_transients([t for t in due if t.transient])
         self._on_wheel_size(len(self._wheel))
-        return len(fired)
+        return len(due)
 
     async def refill(self) -> None:
         """Load everything due before now + horizon into the wheel."""
         until = self._clock.now() + self._horizon
         owned = self._partitions.owned() if self._partitions is not None else None
         rows = await self._source.due_before(until, owned)
+        if self._transients is not None:
+            rows = [*rows, *self._transients.due_before(until)]
         for row in rows:
             self._load(row)
         if owned is not None:
@@ -158,6 +200,8 @@ class WheelTicker(Actor):
 
     async def apply_change(self, change: AutomationChanged) -> None:
         """Apply a created / updated / enabled / disabled / deleted / completed event at once."""
+        if self._is_transient_timer(change.automation_id):
+            return  # no row and no events: its registry tells this ticker directly
         if change.change in ("disabled", "deleted", "completed"):
             self._wheel.cancel(change.automation_id)
         else:
@@ -170,6 +214,32 @@ class WheelTicker(Actor):
                 self._wheel.cancel(change.automation_id)
         self._wake.set()
 
+    def apply_transient_change(self, automation_id: str) -> None:
+        """The registry changed a transient automation (created, edited, disabled, fired, deleted)."""
+        row = self._transients.get_scheduled(automation_id) if self._transients is not None else None
+        if row is None or not self._in_horizon(row.next_run_at):
+            self._wheel.cancel(automation_id)  # beyond the horizon: the next refill loads it
+        else:
+            self._load(row, replace=True)
+        self._wake.set()
+
+    async def _fire_transients(self, timers: list[_Timer]) -> None:
+        if not timers or self._transients is None:
+            return
+        items = [DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in timers]
+        try:
+            await self._transients.fire(items)  # moves their cursors; apply_transient_change reloads the timers
+        except ActwheelError as exc:
+            _log.warning("transient_fire_failed", error=str(exc), automations=len(timers),
+                         retry_in_ms=_TRANSIENT_RETRY_MS)
+            retry_ms = self._clock.now_ms() + _TRANSIENT_RETRY_MS
+            for timer in timers:
+                if timer.automation_id not in self._wheel:
+                    self._wheel.schedule(timer.automation_id, retry_ms, timer)
+
+    def _is_transient_timer(self, automation_id: str) -> bool:
+        return self._transients is not None and self._transients.get_scheduled(automation_id) is not None
+
     def _load(self, row: ScheduledAutomation, *, replace: bool = False) -> None:
         due = self._wheel.due_ms_of(row.id)
         row_ms = _ms(row.next_run_at)
@@ -180,7 +250,7 @@ class WheelTicker(Actor):
         except ActwheelError:
             _log.warning("automation_trigger_unparsable", automation_id=row.id)
             return
-        self._wheel.schedule(row.id, row_ms, _Timer(row.id, row.next_run_at, trigger))
+        self._wheel.schedule(row.id, row_ms, _Timer(row.id, row.next_run_at, trigger, row.transient))
 
     def _caught_up(self, timer: _Timer, now: datetime) -> _Timer:
         """After downtime, the latest instant at or before ``now`` (at most MAX_INSTANTS on): one
@@ -191,7 +261,7 @@ class WheelTicker(Actor):
             if following is None or following > now:
                 break
             at = following
-        return timer if at == timer.scheduled_for else _Timer(timer.automation_id, at, timer.trigger)
+        return timer if at == timer.scheduled_for else _Timer(timer.automation_id, at, timer.trigger, timer.transient)
 
     def _schedule_following(self, timer: _Timer) -> None:
         following = timer.trigger.next_after(timer.scheduled_for)

@@ -136,10 +136,20 @@ async def test_oversized_body_is_422(client: httpx.AsyncClient) -> None:
     assert _error(response)["field"] == "body"
 
 
-async def test_non_durable_is_501_not_available(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/automations", json={"trigger": EVERY_MINUTE, "action": LOG, "durable": False})
-    assert response.status_code == 501
-    assert _error(response)["type"] == "NotAvailable"
+async def test_non_durable_is_created_in_memory_and_listed(client: httpx.AsyncClient, engine: Engine) -> None:
+    created = await _create(client, durable=False)
+    assert created["id"].startswith("tr_")
+    assert (created["durable"], created["next_run_at"]) == (False, "2030-01-01T00:01:00+00:00")
+    assert (await client.get(f"/v1/automations/{created['id']}")).json() == created
+    assert [a["id"] for a in (await client.get("/v1/automations")).json()["items"]] == [created["id"]]
+    async with engine.store.transaction() as tx:
+        assert await tx.automations.query() == []
+
+
+async def test_durable_that_is_not_a_boolean_is_422(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/automations", json={"trigger": EVERY_MINUTE, "action": LOG, "durable": "no"})
+    assert response.status_code == 422
+    assert (_error(response)["field"], _error(response)["value"]) == ("durable", "no")
 
 
 async def test_unknown_automation_is_404(client: httpx.AsyncClient) -> None:

@@ -110,10 +110,18 @@ async def test_create_non_object_body(engine: Engine) -> None:
     assert caught.value.field == "body"
 
 
-@pytest.mark.parametrize("durable", [False, "no", 0])
-async def test_non_durable_is_not_available(engine: Engine, durable: Any) -> None:
-    with pytest.raises(NotAvailable) as caught:
+@pytest.mark.parametrize("durable", ["no", 0, None, "false"])
+async def test_durable_must_be_a_boolean(engine: Engine, durable: Any) -> None:
+    with pytest.raises(InvalidInput) as caught:
         await engine.service.create(ALICE, _payload(durable=durable))
+    assert (caught.value.field, caught.value.value) == ("durable", durable)
+    assert await engine.service.query() == []
+
+
+async def test_non_durable_with_an_event_trigger_is_not_available(engine: Engine) -> None:
+    with pytest.raises(NotAvailable) as caught:
+        await engine.service.create(ALICE, _payload(durable=False,
+                                                    trigger={"type": "event", "routing_key": "orders.*.created"}))
     assert "durable" in str(caught.value)
     assert await engine.service.query() == []
 

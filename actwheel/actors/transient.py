@@ -1,0 +1,181 @@
+"""Firing transient (``durable: false``) automations: the ticker's collaborator for the wheel-only schedules.
+
+A transient automation has no row, so the planner's compare-and-set on a
+stored cursor does not apply. When one comes due, this inserts its runs
+directly, in ONE transaction with their ``run.ready`` (and ``run.skipped``)
+outbox rows, exactly as the planner would: the same snapshots, owner
+snapshot, overlap and misfire planning (:func:`plan_instants`), so execution
+goes through the same router, pipeline, audit trail and CDC. The runs carry
+``automation_id = <the tr_ id>`` (there is no foreign key: the runs of a
+transient automation are found like any other's) and the dedupe key
+``transient:<id>:<instant ISO UTC>``; the unique ``(automation_id,
+dedupe_key)`` makes each instant fire at most once however often it is
+announced. The cursor then moves in memory, after the commit; a schedule
+that ends leaves the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from actwheel.actors.planning import Plan, plan_instants
+from actwheel.actors.ticker import ScheduledAutomation
+from actwheel.errors import NotFound
+from actwheel.events import EventFactory
+from actwheel.logs import get_logger
+from actwheel.messages import DueItem
+from actwheel.metrics import Metrics
+from actwheel.policy import Policy
+from actwheel.service import OWNER_KEY
+from actwheel.storage.base import Store, Transaction
+from actwheel.storage.records import (
+    ACTIVE_RUN_STATUSES,
+    Automation,
+    AutomationStatus,
+    InsertedRun,
+    NewRun,
+    Origin,
+    PrincipalStatus,
+    RunStatus,
+)
+from actwheel.transient import TransientRegistry
+from actwheel.triggers import parse
+
+__all__ = ["TRANSIENT_KEY", "TransientTimers", "transient_dedupe_key"]
+
+_log = get_logger("actwheel.transient")
+
+#: Reserved key of a run's context naming the transient automation that fired it.
+TRANSIENT_KEY = "$transient"
+
+
+def transient_dedupe_key(automation_id: str, instant: datetime) -> str:
+    return f"transient:{automation_id}:{instant.astimezone(UTC).isoformat()}"
+
+
+class TransientTimers:
+    """What the wheel ticker needs of this instance's transient automations (its ``transients``)."""
+
+    def __init__(self, *, registry: TransientRegistry, store: Store, events: EventFactory,
+                 metrics: Metrics | None = None) -> None:
+        self._registry = registry
+        self._store = store
+        self._events = events
+        self._metrics = metrics
+
+    def due_before(self, before: datetime) -> list[ScheduledAutomation]:
+        return [_scheduled(a) for a in self._registry.due_before(before)]
+
+    def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        """The automation's timer, or ``None`` when it is gone, disabled or has no next instant."""
+        found = self._registry.find(automation_id)
+        if (found is None or not found.enabled or found.status is not AutomationStatus.ACTIVE
+                or found.next_run_at is None):
+            return None
+        return _scheduled(found)
+
+    def watch(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+        return self._registry.watch(on_change)
+
+    async def fire(self, items: Sequence[DueItem]) -> int:
+        """Insert the runs of the due instants; returns how many were queued (PENDING).
+
+        :raises StorageUnavailable: nothing was inserted and no cursor moved; fire again later
+        """
+        async with self._registry.lock:
+            planned, inserted = await self._insert(items)
+            for automation, plan in planned:  # after the commit: a failed transaction moves nothing
+                self._registry.advance(automation.id, automation.version, automation.next_run_at,
+                                       plan.new_next_run_at)
+        self._observe(inserted)
+        return sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
+
+    async def _insert(self, items: Sequence[DueItem]) -> tuple[list[tuple[Automation, Plan]], list[InsertedRun]]:
+        due = _latest_per_automation(items)
+        live = [(a, at) for a, at in ((self._registry.find(i), at) for i, at in due.items())
+                if a is not None and _plannable(a, at)]
+        if not live:
+            return [], []
+        async with self._store.transaction() as tx:
+            now = await tx.now()
+            busy = await _active_runs(tx, [a for a, _ in live])
+            owners = await _owner_activity(tx, {a.owner_id for a, _ in live})
+            planned = [(a, plan_instants(trigger=parse(a.trigger), cursor=a.next_run_at,  # type: ignore[arg-type]
+                                         scheduled_for=at, now=now, policy=Policy.parse(a.policy),
+                                         busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
+                       for a, at in live]
+            inserted = await tx.runs.insert_many([run for a, plan in planned for run in _runs_of(a, plan)])
+            created = [r.run for r in inserted if r.created]
+            rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
+            rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+            if rows:
+                await tx.outbox.append_many(rows)
+        ended = [a.id for a, plan in planned if plan.new_next_run_at is None]
+        if ended:
+            _log.info("transient_automations_ended", automation_ids=ended)
+        return planned, inserted
+
+    def _observe(self, inserted: list[InsertedRun]) -> None:
+        if self._metrics is None:
+            return
+        for item in inserted:
+            run = item.run
+            if not item.created:
+                continue
+            if run.status is RunStatus.SKIPPED:
+                self._metrics.skipped.labels(run.reason or "").inc()
+            elif run.scheduled_for is not None:
+                lateness = (run.created_at - run.scheduled_for).total_seconds()
+                self._metrics.fire_lateness.observe(max(0.0, lateness))
+
+
+def _scheduled(automation: Automation) -> ScheduledAutomation:
+    assert automation.next_run_at is not None
+    return ScheduledAutomation(id=automation.id, next_run_at=automation.next_run_at,
+                               trigger_spec=automation.trigger, partition=automation.partition, transient=True)
+
+
+def _latest_per_automation(items: Sequence[DueItem]) -> dict[str, datetime]:
+    latest: dict[str, datetime] = {}
+    for item in items:
+        seen = latest.get(item.automation_id)
+        if seen is None or item.scheduled_for > seen:
+            latest[item.automation_id] = item.scheduled_for
+    return latest
+
+
+def _plannable(automation: Automation, scheduled_for: datetime) -> bool:
+    """Still enabled and not already past this instant (a repeated announcement plans nothing)."""
+    return automation.enabled and automation.next_run_at is not None and automation.next_run_at <= scheduled_for
+
+
+def _runs_of(a: Automation, plan: Plan) -> list[NewRun]:
+    context = {OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}, TRANSIENT_KEY: a.id}
+    return [NewRun(automation_id=a.id, dedupe_key=transient_dedupe_key(a.id, i.at), owner_id=a.owner_id,
+                   action_type=a.action_type, action_config=a.action_config, policy=a.policy,
+                   origin=Origin.SCHEDULE, scheduled_for=i.at,
+                   status=RunStatus.SKIPPED if i.skip_reason else RunStatus.PENDING, reason=i.skip_reason,
+                   context=dict(context))
+            for i in plan.instants]
+
+
+async def _active_runs(tx: Transaction, automations: list[Automation]) -> dict[str, int]:
+    """Runs still going per automation (the overlap check); counted up to 2 where ``buffer_one`` needs it."""
+    busy = await tx.runs.active_automation_ids([a.id for a in automations])
+    counts = dict.fromkeys(busy, 1)
+    for a in automations:
+        if a.id in busy and a.policy.get("overlap") == "buffer_one":
+            going = await tx.runs.query(automation_id=a.id, statuses=list(ACTIVE_RUN_STATUSES), limit=2)
+            counts[a.id] = len(going)
+    return counts
+
+
+async def _owner_activity(tx: Transaction, owners: set[str]) -> dict[str, bool]:
+    activity = {}
+    for owner in owners:
+        try:
+            activity[owner] = (await tx.principals.get(owner)).status is not PrincipalStatus.BANNED
+        except NotFound:
+            activity[owner] = True  # owners without a principal row are the local, implicit ones
+    return activity
