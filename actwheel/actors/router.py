@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -27,9 +28,9 @@ from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
-from actwheel.events import EventFactory
+from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
-from actwheel.messages import ActionRequested, RunsReady, message_from_data
+from actwheel.messages import ActionRequested, CompletedAction, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.service import OWNER_KEY, AutomationService, Caller
@@ -49,6 +50,7 @@ class _Finish:
     status: RunStatus
     reason: str | None
     not_before: datetime | None
+    masked_result: dict[str, Any]
 
 
 class ExecutorRouter(ConsumerActor):
@@ -159,7 +161,8 @@ class ExecutorRouter(ConsumerActor):
 
     async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
         status, reason, not_before = self._decide(run, outcome)
-        applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before))
+        masked = mask_secrets(outcome.result.as_dict())
+        applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before, masked))
         if not applied:
             _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
             return
@@ -179,20 +182,21 @@ class ExecutorRouter(ConsumerActor):
         applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
         done = [f for f in batch if f.run.id in applied]
         await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)])
-        rows = [row for f in done for row in self._finish_events(f)]
+        rows = self._finish_events(done)
         if rows:
             await tx.outbox.append_many(rows)
         for letter in [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]:
             await tx.dead_letters.add(letter)
         return [f.run.id in applied for f in batch]
 
-    def _finish_events(self, finish: _Finish) -> list[NewOutboxMessage]:
-        result = finish.outcome.result
-        ended = _with_status(finish.run, finish.status, finish.reason)
-        rows = [self._events.run_transitioned(ended, summary=result.summary, error=result.error)]
-        if finish.status is RunStatus.SUCCEEDED:
-            rows.append(self._events.action_completed(ended, mask_secrets(result.as_dict())))
-        return rows
+    def _finish_events(self, done: Sequence[_Finish]) -> list[NewOutboxMessage]:
+        """The batch's lifecycle events: one ``run.<status>`` per status, one ``action.completed``."""
+        transitions = [transition_of(_with_status(f.run, f.status, f.reason), summary=f.outcome.result.summary,
+                                     error=f.outcome.result.error) for f in done]
+        completed = [CompletedAction(run_id=f.run.id, automation_id=f.run.automation_id,
+                                     action_type=f.run.action_type, result=f.masked_result)
+                     for f in done if f.status is RunStatus.SUCCEEDED]
+        return self._events.runs_transitioned(transitions) + self._events.actions_completed(completed)
 
     def _observe_start(self, run: Run) -> None:
         if run.scheduled_for is not None and run.attempt <= 1:
@@ -265,7 +269,7 @@ def _policy(run: Run) -> Policy:
 def _outcome_row(finish: _Finish, owner: str) -> RunOutcome:
     result = finish.outcome.result
     return RunOutcome(run_id=finish.run.id, owner=owner, epoch=finish.run.lease_epoch, status=finish.status,
-                      reason=finish.reason, result=mask_secrets(result.as_dict()), error=result.error,
+                      reason=finish.reason, result=finish.masked_result, error=result.error,
                       not_before=finish.not_before)
 
 
@@ -277,9 +281,8 @@ def _audit_rows(finish: _Finish, actor: str) -> list[NewAuditEntry]:
 
 
 def _dead_letter(finish: _Finish) -> NewDeadLetter:
-    result = finish.outcome.result
     return NewDeadLetter(source="run", reason=finish.reason or "dead", ref_id=finish.run.id,
-                         payload=mask_secrets({"action_type": finish.run.action_type, "result": result.as_dict()}))
+                         payload={"action_type": finish.run.action_type, "result": finish.masked_result})
 
 
 def _with_status(run: Run, status: RunStatus, reason: str | None) -> Run:

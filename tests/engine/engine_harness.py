@@ -17,6 +17,12 @@ from actwheel.settings import Settings
 from actwheel.storage import open_store
 
 
+def _entries(delivery: Delivery) -> list[dict[str, Any]]:
+    data = delivery.envelope.data
+    batched = {"runs.transitioned": "runs", "actions.completed": "actions"}.get(delivery.envelope.type)
+    return list(data[batched]) if batched else [data]
+
+
 @dataclass
 class EventLog:
     """Every event on the events exchange matching ``patterns``, in arrival order."""
@@ -30,7 +36,8 @@ class EventLog:
             self.changed.notify_all()
 
     def of(self, routing_key: str) -> list[dict[str, Any]]:
-        return [d.envelope.data for d in self.deliveries if d.routing_key == routing_key]
+        """The events seen on ``routing_key``: each entry of a batched lifecycle message is one event."""
+        return [entry for d in self.deliveries if d.routing_key == routing_key for entry in _entries(d)]
 
     async def wait_for(self, predicate: Callable[[EventLog], bool], within: float = 15.0) -> None:
         """Wait until ``predicate(self)`` holds (woken by each new event), or fail after ``within`` s."""

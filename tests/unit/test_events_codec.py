@@ -11,13 +11,16 @@ from actwheel.bus.envelope import SCHEMA_VERSION, SCHEMA_VERSION_HEADER, decode
 from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.events import READY_BATCH, EventFactory
+from actwheel.events import READY_BATCH, EventFactory, transition_of
 from actwheel.messages import (
-    ActionCompleted,
+    EVENT_BATCH,
+    ActionsCompleted,
     AutomationChanged,
+    CompletedAction,
     Message,
     RunsReady,
-    RunTransitioned,
+    RunsTransitioned,
+    RunTransition,
     message_from_data,
 )
 from actwheel.service import Caller
@@ -87,8 +90,9 @@ def test_run_transitioned_row_is_correlated_by_run(factory: EventFactory) -> Non
     envelope, message = _decoded(row)
     assert row.routing_key == "run.retry_wait"
     assert envelope.correlation_id == "r1"
-    assert message == RunTransitioned(run_id="r1", automation_id="a1", status="RETRY_WAIT", reason="error", attempt=2,
-                                      scheduled_for=T0, action_type="simple.op", summary="try again", error="boom")
+    assert message == RunsTransitioned(status="RETRY_WAIT", runs=(RunTransition(
+        run_id="r1", automation_id="a1", status="RETRY_WAIT", reason="error", attempt=2, scheduled_for=T0,
+        action_type="simple.op", summary="try again", error="boom"),))
 
 
 def test_action_completed_row(factory: EventFactory) -> None:
@@ -96,8 +100,43 @@ def test_action_completed_row(factory: EventFactory) -> None:
     envelope, message = _decoded(row)
     assert row.routing_key == "action.completed"
     assert envelope.correlation_id == "r1"
-    assert message == ActionCompleted(run_id="r1", automation_id=None, action_type="simple.op",
-                                      result={"object_id": "o1"})
+    assert message == ActionsCompleted(actions=(CompletedAction(run_id="r1", automation_id=None,
+                                                                action_type="simple.op", result={"object_id": "o1"}),))
+
+
+def test_transitions_are_one_message_per_status_in_first_seen_order(factory: EventFactory) -> None:
+    runs = [_run(id=f"r{i}", status=RunStatus.FAILED if i % 3 == 1 else RunStatus.SUCCEEDED) for i in range(7)]
+    rows = factory.runs_transitioned([transition_of(r) for r in runs])
+    assert [r.routing_key for r in rows] == ["run.succeeded", "run.failed"]
+    decoded = [_decoded(r) for r in rows]
+    assert [e.correlation_id for e, _ in decoded] == [None, None]  # a batch is no single run's
+    assert [[t.run_id for t in m.runs] for _, m in decoded] == [  # type: ignore[attr-defined]
+        ["r0", "r2", "r3", "r5", "r6"], ["r1", "r4"]]
+
+
+def test_transitions_are_chunked(factory: EventFactory) -> None:
+    runs = [_run(id=f"r{i}") for i in range(EVENT_BATCH + 1)]
+    rows = factory.runs_transitioned([transition_of(r) for r in runs])
+    assert [len(_decoded(r)[1].runs) for r in rows] == [EVENT_BATCH, 1]  # type: ignore[attr-defined]
+
+
+def test_completed_actions_are_chunked_by_result_size(factory: EventFactory) -> None:
+    big = {"blob": "x" * 100_000}
+    completed = [CompletedAction(run_id=f"r{i}", automation_id=None, action_type="t", result=big) for i in range(5)]
+    rows = factory.actions_completed(completed)
+    sizes = [len(_decoded(r)[1].actions) for r in rows]  # type: ignore[attr-defined]
+    assert sum(sizes) == 5
+    assert len(rows) > 1
+    assert all(len(r.body) < 400_000 for r in rows)
+
+
+def test_canceled_runs_are_one_message(factory: EventFactory) -> None:
+    rows = factory.runs_canceled(["r1", "r2"], "a1", "disabled")
+    assert len(rows) == 1
+    assert rows[0].routing_key == "run.canceled"
+    message = _decoded(rows[0])[1]
+    assert [(t.run_id, t.status, t.reason) for t in message.runs] == [  # type: ignore[attr-defined]
+        ("r1", "CANCELED", "disabled"), ("r2", "CANCELED", "disabled")]
 
 
 def test_runs_ready_is_chunked(factory: EventFactory) -> None:

@@ -11,15 +11,17 @@ import pytest
 from actwheel.errors import InvalidInput, InvalidMessage
 from actwheel.messages import (
     MESSAGE_TYPES,
-    ActionCompleted,
     ActionRequested,
+    ActionsCompleted,
     AutomationChanged,
     AutomationCommandRequested,
     AutomationsDue,
+    CompletedAction,
     DueItem,
     Message,
     RunsReady,
-    RunTransitioned,
+    RunsTransitioned,
+    RunTransition,
     StepProgressed,
     message_from_data,
     parse_instant,
@@ -32,9 +34,12 @@ SAMPLES: list[Message] = [
     AutomationsDue(items=(DueItem(automation_id="a1", scheduled_for=T),
                           DueItem(automation_id="a2", scheduled_for=T.astimezone(SHANGHAI)))),
     RunsReady(run_ids=("r1", "r2")),
-    RunTransitioned(run_id="r1", automation_id="a1", status="SUCCEEDED", reason=None, attempt=2,
-                    scheduled_for=T, action_type="simple.op", summary="done", error=None),
-    RunTransitioned(run_id="r2", automation_id=None, status="FAILED", reason="timeout", error="too slow"),
+    RunsTransitioned(status="SUCCEEDED", runs=(
+        RunTransition(run_id="r1", automation_id="a1", status="SUCCEEDED", reason=None, attempt=2,
+                      scheduled_for=T, action_type="simple.op", summary="done", error=None),
+        RunTransition(run_id="r3", automation_id=None, status="SUCCEEDED"))),
+    RunsTransitioned(status="FAILED", runs=(
+        RunTransition(run_id="r2", automation_id=None, status="FAILED", reason="timeout", error="too slow"),)),
     AutomationChanged(automation_id="a1", change="updated", next_run_at=T, version=3),
     AutomationChanged(automation_id="a1", change="deleted"),
     AutomationCommandRequested(command="update", owner_id="alice",
@@ -42,7 +47,9 @@ SAMPLES: list[Message] = [
     ActionRequested(type="webhook.call", config={"url": "https://example.com", "token": {"$secret": "t"}},
                     owner_id="alice", idempotency_key="k-1", dry_run=True, context={"x": [1, 2]},
                     scopes=("actions:webhook",)),
-    ActionCompleted(run_id="r1", automation_id=None, action_type="simple.op", result={"value": 1}),
+    ActionsCompleted(actions=(CompletedAction(run_id="r1", automation_id=None, action_type="simple.op",
+                                              result={"value": 1}),
+                              CompletedAction(run_id="r2", automation_id="a1", action_type="webhook.call"))),
     StepProgressed(run_id="r1", step="a", state="completed", detail={"n": 1}),
 ]
 
@@ -65,7 +72,7 @@ def test_every_registered_type_has_a_sample() -> None:
 
 
 def test_routing_keys() -> None:
-    assert RunTransitioned(run_id="r", automation_id=None, status="RETRY_WAIT").routing_key == "run.retry_wait"
+    assert RunsTransitioned(status="RETRY_WAIT", runs=()).routing_key == "run.retry_wait"
     assert AutomationChanged(automation_id="a", change="disabled").routing_key == "automation.disabled"
 
 
@@ -111,11 +118,18 @@ BAD: list[tuple[type[Message], dict[str, Any], str, Any]] = [
     (RunsReady, {"run_ids": ["r1", 7]}, "data.run_ids[1]", 7),
     (RunsReady, {"run_id": ""}, "data.run_id", ""),
     (RunsReady, {}, "data.run_ids", None),
-    (RunTransitioned, {"status": "FAILED"}, "data.run_id", None),
-    (RunTransitioned, {"run_id": "r", "status": "FAILED", "attempt": "2"}, "data.attempt", "2"),
-    (RunTransitioned, {"run_id": "r", "status": "FAILED", "automation_id": 5}, "data.automation_id", 5),
-    (RunTransitioned, {"run_id": "r", "status": 1}, "data.status", 1),
-    (RunTransitioned, {"run_id": "r", "status": "OK", "scheduled_for": 17}, "data.scheduled_for", 17),
+    (RunsTransitioned, {"runs": []}, "data.status", None),
+    (RunsTransitioned, {"status": "FAILED"}, "data.runs", None),
+    (RunsTransitioned, {"status": "FAILED", "runs": [7]}, "data.runs[0]", 7),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"status": "FAILED"}]}, "data.runs[0].run_id", None),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "FAILED", "attempt": "2"}]},
+     "data.runs[0].attempt", "2"),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "FAILED", "automation_id": 5}]},
+     "data.runs[0].automation_id", 5),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": 1}]}, "data.runs[0].status", 1),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "OK"}]}, "data.runs[0].status", "OK"),
+    (RunsTransitioned, {"status": "OK", "runs": [{"run_id": "r", "status": "OK", "scheduled_for": 17}]},
+     "data.runs[0].scheduled_for", 17),
     (AutomationChanged, {"change": "created"}, "data.automation_id", None),
     (AutomationChanged, {"automation_id": "a", "change": "created", "version": "1"}, "data.version", "1"),
     (AutomationChanged, {"automation_id": "a", "change": "created", "next_run_at": "soon"}, "data.next_run_at",
@@ -131,8 +145,10 @@ BAD: list[tuple[type[Message], dict[str, Any], str, Any]] = [
     (ActionRequested, {"type": "t", "owner_id": "o", "idempotency_key": ""}, "data.idempotency_key", ""),
     (ActionRequested, {"type": "t", "owner_id": "o", "context": "c"}, "data.context", "c"),
     (ActionRequested, {"type": "t"}, "data.owner_id", None),
-    (ActionCompleted, {"run_id": "r", "action_type": "t", "result": 3}, "data.result", 3),
-    (ActionCompleted, {"run_id": "r"}, "data.action_type", None),
+    (ActionsCompleted, {}, "data.actions", None),
+    (ActionsCompleted, {"actions": ["x"]}, "data.actions[0]", "x"),
+    (ActionsCompleted, {"actions": [{"run_id": "r", "action_type": "t", "result": 3}]}, "data.actions[0].result", 3),
+    (ActionsCompleted, {"actions": [{"run_id": "r"}]}, "data.actions[0].action_type", None),
     (StepProgressed, {"run_id": "r", "step": "a"}, "data.state", None),
     (StepProgressed, {"run_id": "r", "step": "a", "state": "x", "detail": "d"}, "data.detail", "d"),
 ]
@@ -177,7 +193,8 @@ def test_parse_instant() -> None:
 
 
 @pytest.mark.parametrize(("kind", "data", "field"), [
-    (RunTransitioned, {"run_id": "r", "status": "FAILED", "attempt": True}, "data.attempt"),
+    (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "FAILED", "attempt": True}]},
+     "data.runs[0].attempt"),
     (AutomationChanged, {"automation_id": "a", "change": "created", "version": False}, "data.version"),
 ])
 def test_booleans_are_not_integers(kind: type[Message], data: dict[str, Any], field: str) -> None:
