@@ -19,6 +19,7 @@ from actwheel.errors import InvalidInput
 
 __all__ = [
     "MAX_JSON_BYTES",
+    "MAX_TEXT",
     "JsonText",
     "aware",
     "aware_at",
@@ -41,7 +42,9 @@ __all__ = [
 
 #: The largest JSON document one field may hold (config, policy, context, properties...).
 MAX_JSON_BYTES = 256 * 1024
-_MAX_TEXT = 1024
+#: The longest id, key or name a text field may hold.
+MAX_TEXT = 1024
+_MAX_TEXT = MAX_TEXT
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _E = TypeVar("_E", bound=StrEnum)
 

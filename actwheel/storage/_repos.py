@@ -7,13 +7,19 @@ map rows to records. Parameter names are the same in both dialects.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
+
+from orjson import dumps
 
 from actwheel.errors import Conflict, InvalidInput, NotFound
 from actwheel.storage import _codec as c
+from actwheel.storage._codec import MAX_JSON_BYTES as MAX_JSON
+from actwheel.storage._codec import MAX_TEXT as _MAX_TEXT
+from actwheel.storage._codec import JsonText
 from actwheel.storage.base import (
     ApiKeyRepository,
     AuditRepository,
@@ -135,6 +141,25 @@ class Executor(ABC):
 # --- row → record -------------------------------------------------------------------
 
 
+def _positional_constructor(cls: type[Any]) -> Callable[..., Any]:
+    """A constructor of the frozen, slotted dataclass ``cls`` taking every field positionally,
+    in declaration order, without the generated ``__init__``'s keyword parsing and
+    ``object.__setattr__`` per field: 1.8 µs instead of 3.3 µs for a 23-field :class:`Run`,
+    which a 1000-run batch builds 1000 of. Callers pass values already checked; no defaults."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    namespace.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
+    body = "".join(f"    _set_{name}(record, {name})\n" for name in names)
+    source = f"def make({', '.join(names)}):\n    record = _new(_cls)\n{body}    return record\n"
+    exec(source, namespace)  # generated from the dataclass's own field names, as dataclasses does
+    make: Callable[..., Any] = namespace["make"]
+    return make
+
+
+#: ``Run(...)`` with the 23 fields positionally, in declaration order (see :func:`_positional_constructor`).
+_make_run: Callable[..., Run] = _positional_constructor(Run)
+
+
 def _automation(row: Row) -> Automation:
     return Automation(
         id=row["id"],
@@ -158,30 +183,31 @@ def _automation(row: Row) -> Automation:
 
 
 def _run(row: Row) -> Run:
-    return Run(
-        id=row["id"],
-        automation_id=row["automation_id"],
-        dedupe_key=row["dedupe_key"],
-        scheduled_for=c.to_dt(row["scheduled_for"]),
-        origin=_ORIGINS[row["origin"]],
-        status=_STATUSES[row["status"]],
-        reason=row["reason"],
-        attempt=row["attempt"],
-        not_before=c.to_dt(row["not_before"]),
-        lease_owner=row["lease_owner"],
-        lease_expires_at=c.to_dt(row["lease_expires_at"]),
-        lease_epoch=row["lease_epoch"],
-        action_type=row["action_type"],
-        action_config=c.loads(row["action_config"]),
-        policy=c.loads(row["policy"]),
-        owner_id=row["owner_id"],
-        context=c.loads(row["context"]),
-        result=c.loads(row["result"]),
-        error=c.loads(row["error"]),
-        created_at=c.req_dt(row["created_at"]),
-        updated_at=c.req_dt(row["updated_at"]),
-        started_at=c.to_dt(row["started_at"]),
-        finished_at=c.to_dt(row["finished_at"]),
+    to_dt, loads = c.to_dt, c.loads
+    return _make_run(
+        row["id"],
+        row["automation_id"],
+        row["dedupe_key"],
+        to_dt(row["scheduled_for"]),
+        _ORIGINS[row["origin"]],
+        _STATUSES[row["status"]],
+        row["reason"],
+        row["attempt"],
+        to_dt(row["not_before"]),
+        row["lease_owner"],
+        to_dt(row["lease_expires_at"]),
+        row["lease_epoch"],
+        row["action_type"],
+        loads(row["action_config"]),
+        loads(row["policy"]),
+        row["owner_id"],
+        loads(row["context"]),
+        loads(row["result"]),
+        loads(row["error"]),
+        c.req_dt(row["created_at"]),
+        c.req_dt(row["updated_at"]),
+        to_dt(row["started_at"]),
+        to_dt(row["finished_at"]),
     )
 
 
@@ -547,6 +573,9 @@ def _change_params(ch: AutomationChanges) -> dict[str, Any]:
 
 _STATUSES = {s.value: s for s in RunStatus}
 _ORIGINS = {o.value: o for o in Origin}
+#: member (or its string) → stored string, for the statuses the fast path of a new run takes
+_PLAIN_STATUS: dict[Any, str] = {s: s.value for s in (RunStatus.PENDING, RunStatus.SKIPPED, RunStatus.CANCELED)}
+_ORIGIN_VALUE: dict[Any, str] = {o: o.value for o in Origin}
 
 
 def _status_at(kind: str, i: int, value: Any, allowed: frozenset[RunStatus], expected: str) -> RunStatus:
@@ -564,6 +593,54 @@ def _origin_at(i: int, value: Any) -> str:
 
 
 def _new_run_row(i: int, new: NewRun) -> dict[str, Any]:
+    row = _plain_new_run_row(new)
+    return _checked_new_run_row(i, new) if row is None else row
+
+
+def _plain_new_run_row(new: NewRun) -> dict[str, Any] | None:
+    """The row of the common run (PENDING or SKIPPED, no ``not_before``, plain values), checked
+    inline; None for anything else, which :func:`_checked_new_run_row` checks and names."""
+    status = _PLAIN_STATUS.get(new.status) if isinstance(new.status, str) else None
+    origin = _ORIGIN_VALUE.get(new.origin) if isinstance(new.origin, str) else None
+    run_id, automation_id, key, action_type, owner_id = (
+        new.id, new.automation_id, new.dedupe_key, new.action_type, new.owner_id)
+    scheduled_for = new.scheduled_for
+    if (
+        status is None or origin is None or new.not_before is not None
+        or (scheduled_for is not None and (type(scheduled_for) is not datetime or scheduled_for.tzinfo is not UTC))
+        or not _plain_text(key) or not _plain_text(action_type) or not _plain_text(owner_id)
+        or (automation_id is not None and not _plain_text(automation_id))
+        or (run_id is not None and not _plain_text(run_id))
+    ):
+        return None
+    try:
+        config, policy, context = dumps(new.action_config), dumps(new.policy), dumps(new.context)
+    except TypeError:
+        return None
+    if len(config) > MAX_JSON or len(policy) > MAX_JSON or len(context) > MAX_JSON:
+        return None
+    return {
+        "id": c.new_id() if run_id is None else run_id,
+        "automation_id": automation_id,
+        "dedupe_key": key,
+        "scheduled_for": scheduled_for,
+        "origin": origin,
+        "status": status,
+        "reason": new.reason,
+        "not_before": None,
+        "action_type": action_type,
+        "action_config": JsonText(config.decode()),
+        "policy": JsonText(policy.decode()),
+        "owner_id": owner_id,
+        "context": JsonText(context.decode()),
+    }
+
+
+def _plain_text(value: Any) -> bool:
+    return type(value) is str and 0 < len(value) <= _MAX_TEXT
+
+
+def _checked_new_run_row(i: int, new: NewRun) -> dict[str, Any]:
     status = _status_at("runs", i, new.status, _INSERTABLE, "PENDING, RETRY_WAIT, SKIPPED or CANCELED for a new run")
     not_before = c.aware_at("runs", i, "not_before", new.not_before)
     if status is RunStatus.RETRY_WAIT and not_before is None:
@@ -595,30 +672,14 @@ def _inserted_run(sent: Mapping[str, Any], returned: Row, new: NewRun | None = N
         config, policy, context = new.action_config, new.policy, new.context
     else:
         config, policy, context = c.loads(sent["action_config"]), c.loads(sent["policy"]), c.loads(sent["context"])
-    return Run(
-        id=sent["id"],
-        automation_id=sent["automation_id"],
-        dedupe_key=sent["dedupe_key"],
-        scheduled_for=sent["scheduled_for"],
-        origin=_ORIGINS[sent["origin"]],
-        status=_STATUSES[sent["status"]],
-        reason=sent["reason"],
-        attempt=0,
-        not_before=sent["not_before"],
-        lease_owner=None,
-        lease_expires_at=None,
-        lease_epoch=0,
-        action_type=sent["action_type"],
-        action_config=config,
-        policy=policy,
-        owner_id=sent["owner_id"],
-        context=context,
-        result=None,
-        error=None,
-        created_at=c.req_dt(returned["created_at"]),
-        updated_at=c.req_dt(returned["updated_at"]),
-        started_at=None,
-        finished_at=c.to_dt(returned["finished_at"]),
+    return _make_run(
+        sent["id"], sent["automation_id"], sent["dedupe_key"], sent["scheduled_for"],
+        _ORIGINS[sent["origin"]], _STATUSES[sent["status"]], sent["reason"],
+        0, sent["not_before"], None, None, 0,  # attempt, not_before, lease owner / expiry / epoch
+        sent["action_type"], config, policy, sent["owner_id"], context,
+        None, None,  # result, error
+        c.req_dt(returned["created_at"]), c.req_dt(returned["updated_at"]),
+        None, c.to_dt(returned["finished_at"]),  # started_at, finished_at
     )
 
 
@@ -822,16 +883,23 @@ class SqlRuns(RunRepository):
 
 
 def _outbox_row(i: int, m: NewOutboxMessage) -> dict[str, Any]:
-    if not isinstance(m.body, bytes | bytearray):
-        raise InvalidInput(f"messages[{i}].body", type(m.body).__name__, "bytes")
-    if len(m.body) > c.MAX_JSON_BYTES * 4:
-        raise InvalidInput(f"messages[{i}].body", f"<{len(m.body)} bytes>", f"at most {c.MAX_JSON_BYTES * 4} bytes")
+    body, headers = m.body, m.headers
+    if type(body) is not bytes:
+        if not isinstance(body, bytes | bytearray):
+            raise InvalidInput(f"messages[{i}].body", type(body).__name__, "bytes")
+        body = bytes(body)
+    if len(body) > c.MAX_JSON_BYTES * 4:
+        raise InvalidInput(f"messages[{i}].body", f"<{len(body)} bytes>", f"at most {c.MAX_JSON_BYTES * 4} bytes")
     return {
         "exchange": _name_at(i, "exchange", m.exchange),
         "routing_key": _name_at(i, "routing_key", m.routing_key),
-        "body": m.body if type(m.body) is bytes else bytes(m.body),
-        "headers": c.json_at("messages", i, "headers", m.headers),
+        "body": body,
+        "headers": _NO_HEADERS if type(headers) is dict and not headers else c.json_at(
+            "messages", i, "headers", headers),
     }
+
+
+_NO_HEADERS = JsonText("{}")
 
 
 def _name_at(i: int, name: str, value: Any) -> str:

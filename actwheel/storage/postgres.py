@@ -154,8 +154,11 @@ class _PgExecutor(Executor):
     ) -> list[Row]:
         if not rows:
             return []
+        if "rows" not in self._queries[name].params:
+            # A few scalar columns: one array each (unnest), binary-encoded by asyncpg.
+            return await self.fetch(name, {**_columns(rows), **(params or {})})
         # One JSON document for the whole batch: orjson encodes it in C, far cheaper than
-        # asyncpg's per-element array encoding; the query unpacks it with json_to_recordset.
+        # asyncpg's per-element array encoding of JSON columns; the query unpacks it with json_to_recordset.
         packed = orjson.dumps(rows, default=_embed_json, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode()
         return await self.fetch(name, {**(params or {}), "rows": packed})
 

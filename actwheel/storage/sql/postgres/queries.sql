@@ -1,7 +1,8 @@
 -- Named queries, PostgreSQL. Parameters are :name (compiled to $n once at load).
--- Batched queries read a JSON array of objects from :rows (json_to_recordset); bulk inserts of new
--- rows are COPY … FROM STDIN (copy_*: the adapter sends the rows in binary). "now" is always the
--- database's now().
+-- Batched queries read a JSON array of objects from :rows (json_to_recordset), or, when they name
+-- no :rows, one array per column (:column::type[], unnest: cheaper for a few scalar columns); bulk
+-- inserts of new rows are COPY … FROM STDIN (copy_*: the adapter sends the rows in binary). "now"
+-- is always the database's now().
 
 -- ---------------------------------------------------------------- migrations
 -- name: migration_lock
@@ -120,8 +121,8 @@ UPDATE automations AS a SET
     next_run_at = c.new_next_run_at,
     status = CASE WHEN c.new_next_run_at IS NULL THEN 'COMPLETED' ELSE a.status END,
     updated_at = now()
-FROM json_to_recordset(:rows::json)
-     AS c (automation_id text, version bigint, expected_next_run_at timestamptz, new_next_run_at timestamptz)
+FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::timestamptz[],
+            :new_next_run_at::timestamptz[]) AS c (automation_id, version, expected_next_run_at, new_next_run_at)
 WHERE a.id = c.automation_id AND a.version = c.version AND a.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
 RETURNING a.id;
 
