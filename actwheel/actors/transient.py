@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from actwheel.actors.planning import Plan, plan_instants
 from actwheel.actors.ticker import ScheduledAutomation
 from actwheel.errors import NotFound
-from actwheel.events import EventFactory
+from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
@@ -108,7 +108,7 @@ class TransientTimers:
             inserted = await tx.runs.insert_many([run for a, plan in planned for run in _runs_of(a, plan)])
             created = [r.run for r in inserted if r.created]
             rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-            rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+            rows += self._events.runs_transitioned([transition_of(r) for r in created if r.status is RunStatus.SKIPPED])
             if rows:
                 await tx.outbox.append_many(rows)
         ended = [a.id for a, plan in planned if plan.new_next_run_at is None]
