@@ -233,9 +233,7 @@ class AutomationService:
         if self._transients is None:
             raise InvalidInput("durable", False, "true: this instance runs no wheel ticker (--actors), so a "
                                "non-durable automation accepted here would never fire")
-        if spec.trigger.is_event:
-            raise NotAvailable("non-durable event automations (durable: false with an event trigger)",
-                               "event triggers are matched against stored automations; omit 'durable'")
+        _refuse_transient_event(spec)
         now = self._clock.now()
         return self._transients.add(Automation(
             id=self._transients.new_id(), owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec,
@@ -253,6 +251,7 @@ class AutomationService:
             merged = {**_as_payload(current, flat=("action_type" in payload or "action_config" in payload)),
                       **payload, "durable": False}
             spec = self._parse(merged, check_ended="trigger" in payload)
+            _refuse_transient_event(spec)
             next_run_at = _first_fire(spec.trigger, self._clock.now()) if "trigger" in payload else current.next_run_at
             return transients.change(
                 current.id, expected_version, name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
@@ -381,6 +380,12 @@ class AutomationService:
     async def _announce_deleted(self, tx: Transaction, deleted: Deleted) -> None:
         await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])
         await tx.outbox.append_many(self._events.runs_canceled(deleted.canceled_run_ids, None, "deleted"))
+
+
+def _refuse_transient_event(spec: _Spec) -> None:
+    if spec.trigger.is_event:
+        raise NotAvailable("non-durable event automations (durable: false with an event trigger)",
+                           "event triggers are matched against stored automations; omit 'durable'")
 
 
 def _first_fire(trigger: Trigger, now: datetime) -> datetime | None:

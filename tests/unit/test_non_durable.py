@@ -20,7 +20,7 @@ from actwheel.actors.transient import TRANSIENT_KEY, TransientTimers
 from actwheel.api.app import create_app
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable
+from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound, StorageUnavailable
 from actwheel.messages import AutomationCommandRequested, DueItem
 from actwheel.service import OWNER_KEY, AutomationService, Caller
 from actwheel.settings import Settings
@@ -125,6 +125,8 @@ async def test_update_is_versioned_in_memory(engine: Engine, clock: VirtualClock
     assert updated.next_run_at == START + timedelta(seconds=15)  # recomputed from now
     with pytest.raises(Conflict):
         await engine.service.update(automation.id, {"name": "stale"}, 1)
+    with pytest.raises(NotAvailable):
+        await engine.service.update(automation.id, {"trigger": {"type": "event", "routing_key": "orders.*.x"}}, 2)
     with pytest.raises(InvalidInput) as caught:
         await engine.service.update(automation.id, {"durable": True}, 2)
     assert caught.value.field == "durable"
