@@ -3,10 +3,13 @@
 Plain aio-pika and the standard library, no actwheel import. The service declares its
 OWN durable quorum queue (actwheel declares only the queues of its own roles), binds it
 to the topic exchange ``actwheel.events`` with ``run.#`` and ``action.completed``, and
-for each message: decodes the envelope, prints it, then acks. Following the contract in
-``docs/asyncapi.yaml`` / ``docs/messages.md``:
+for each message: decodes the envelope, prints one line per entry, then acks. Following
+the contract in ``docs/asyncapi.yaml`` / ``docs/messages.md``:
 
-- events are delivered at least once: dedupe by the envelope ``id``;
+- run events (type ``runs.transitioned``) and completed actions (``actions.completed``)
+  are batched: one message carries many runs in ``data.runs`` / ``data.actions``;
+- events are delivered at least once: dedupe by the envelope ``id`` (one entry of a
+  batch is ``<envelope id>:<run id>``);
 - a body that is not an actwheel envelope is rejected without requeue, so the broker
   dead-letters it to ``actwheel.dlx`` (routing key = this queue's name);
 - a handler that fails leaves the message to be redelivered; past ``x-delivery-limit``
@@ -34,6 +37,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 __all__ = [
+    "BATCHED",
     "DEFAULT_PATTERNS",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
@@ -41,7 +45,8 @@ __all__ = [
     "Event",
     "NotAnEnvelope",
     "declare_subscription",
-    "format_event",
+    "entries",
+    "format_lines",
     "main",
     "parse_event",
     "queue_arguments",
@@ -55,6 +60,8 @@ DEFAULT_QUEUE = "example.run-printer"
 DEFAULT_PATTERNS = ("run.#", "action.completed")
 SCHEMA_VERSION = 1
 _ENVELOPE_FIELDS = ("id", "type", "occurred_at", "source", "data")
+#: Batched envelope types and the key of their entries in ``data``.
+BATCHED = {"runs.transitioned": "runs", "actions.completed": "actions"}
 
 
 class NotAnEnvelope(ValueError):
@@ -96,22 +103,40 @@ def parse_event(routing_key: str, body: bytes, headers: dict[str, Any] | None = 
     return Event(routing_key=routing_key, envelope=envelope, redelivered=redelivered)
 
 
-def format_event(event: Event) -> str:
-    """One line per event: time, routing key, then what matters for that kind of event."""
-    data = event.data
+def entries(event: Event) -> list[dict[str, Any]]:
+    """The entries of a batched event (one per run or action), else the event's ``data`` alone."""
+    key = BATCHED.get(str(event.envelope.get("type")))
+    items = event.data.get(key) if key else None
+    if isinstance(items, list):
+        return [item for item in items if isinstance(item, dict)]
+    return [event.data]
+
+
+def format_lines(event: Event) -> list[str]:
+    """One line per entry: time, routing key, then what matters for that kind of event."""
     head = f"{event.envelope['occurred_at']}  {event.routing_key:<18}"
-    if event.routing_key == "action.completed":
-        summary = (data.get("result") or {}).get("summary")
-        return f"{head} run={data.get('run_id')} action={data.get('action_type')} summary={summary!r}"
-    if "status" in data:
-        tail = "".join(f" {k}={data[k]!r}" for k in ("reason", "summary", "error") if data.get(k))
-        return (f"{head} run={data.get('run_id')} status={data['status']} attempt={data.get('attempt')}"
-                f" action={data.get('action_type')} automation={data.get('automation_id')}{tail}")
-    return f"{head} {json.dumps(data, sort_keys=True)}"
+    kind = event.envelope.get("type")
+    if kind == "actions.completed":
+        return [f"{head} {_describe_action(entry)}" for entry in entries(event)]
+    if kind == "runs.transitioned":
+        return [f"{head} {_describe_run(entry)}" for entry in entries(event)]
+    return [f"{head} {json.dumps(event.data, sort_keys=True)}"]
+
+
+def _describe_action(entry: dict[str, Any]) -> str:
+    summary = (entry.get("result") or {}).get("summary")
+    return f"run={entry.get('run_id')} action={entry.get('action_type')} summary={summary!r}"
+
+
+def _describe_run(entry: dict[str, Any]) -> str:
+    tail = "".join(f" {k}={entry[k]!r}" for k in ("reason", "summary", "error") if entry.get(k))
+    return (f"run={entry.get('run_id')} status={entry.get('status')} attempt={entry.get('attempt')}"
+            f" action={entry.get('action_type')} automation={entry.get('automation_id')}{tail}")
 
 
 def print_event(event: Event) -> None:
-    print(format_event(event), flush=True)
+    for line in format_lines(event):
+        print(line, flush=True)
 
 
 def queue_arguments(queue_name: str, prefix: str = "", delivery_limit: int = 5) -> dict[str, Any]:

@@ -35,15 +35,19 @@ from actwheel.actors.consumer import ConsumerActor
 from actwheel.actors.queues import AUDITED_CHANGES as _AUTOMATION_CHANGES
 from actwheel.bus.envelope import decode
 from actwheel.bus.topology import CDC, COMMANDS, DLX, EVENTS, Topology
+from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.errors import InvalidMessage
+from actwheel.events import EventFactory
 from actwheel.messages import (
     COMMANDS as COMMAND_NAMES,
 )
 from actwheel.messages import (
     MESSAGE_TYPES,
     ActionRequested,
+    ActionsCompleted,
     AutomationCommandRequested,
+    RunsTransitioned,
     message_from_data,
 )
 from actwheel.settings import Settings
@@ -179,7 +183,9 @@ def test_every_routing_key_the_engine_uses_is_documented(doc: dict[str, Any]) ->
 
 def test_status_and_change_enums_match_the_code(doc: dict[str, Any]) -> None:
     schemas = doc["components"]["schemas"]
-    assert schemas["RunTransitionedData"]["properties"]["status"]["enum"] == [s.value for s in RunStatus]
+    assert schemas["RunStatus"]["enum"] == [s.value for s in RunStatus]
+    for schema in ("RunsTransitionedData", "RunTransition"):
+        assert schemas[schema]["properties"]["status"] == {"$ref": "#/components/schemas/RunStatus"}, schema
     assert tuple(schemas["AutomationChangedData"]["properties"]["change"]["enum"]) == _AUTOMATION_CHANGES
     assert schemas["AutomationCommandData"]["properties"]["command"]["enum"] == list(COMMAND_NAMES)
 
@@ -259,16 +265,27 @@ def test_schema_requires_exactly_what_the_code_requires(example: tuple[str, dict
         pytest.skip(f"{type_} is not a type the engine decodes")
     check = validator(registry, f"#/components/messages/{name}/payload")
     after_decoding = set(message.get("x-checked-after-decoding", []))
-    for key in ex["payload"]["data"]:
-        data = {k: v for k, v in ex["payload"]["data"].items() if k != key}
+    for where, data in _without_each_field(ex["payload"]["data"]):
         schema_ok = check.is_valid({**ex["payload"], "data": data})
         code_ok = _decodes(type_, data)
-        if key in after_decoding:
-            assert (schema_ok, code_ok) == (False, True), f"{name}: data.{key} is checked after decoding"
+        if where.removeprefix("data.") in after_decoding:
+            assert (schema_ok, code_ok) == (False, True), f"{name}: {where} is checked after decoding"
         else:
-            assert schema_ok == code_ok, (f"{name}: without data.{key} the schema says "
+            assert schema_ok == code_ok, (f"{name}: without {where} the schema says "
                                           f"{'valid' if schema_ok else 'invalid'}, the codec "
                                           f"{'accepts' if code_ok else 'refuses'}")
+
+
+def _without_each_field(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``data`` minus one field at a time: its own fields, then those of the first entry of each list of
+    objects (``runs``, ``actions``, ``items``), since batched messages carry their fields in entries."""
+    for key in data:
+        yield f"data.{key}", {k: v for k, v in data.items() if k != key}
+    for key, value in data.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            for field in value[0]:
+                first = {k: v for k, v in value[0].items() if k != field}
+                yield f"data.{key}[0].{field}", {**data, key: [first, *value[1:]]}
 
 
 def _decodes(type_: str, data: dict[str, Any]) -> bool:
@@ -280,17 +297,55 @@ def _decodes(type_: str, data: dict[str, Any]) -> bool:
 
 
 def test_schema_refuses_what_the_codec_refuses(registry: Registry[Any], doc: dict[str, Any]) -> None:
-    _, _, ex = next(e for e in examples(doc) if e[0] == "RunTransitioned")
-    check = validator(registry, "#/components/messages/RunTransitioned/payload")
-    naive = {**ex["payload"], "data": {**ex["payload"]["data"], "scheduled_for": "2030-01-01T10:30:00"}}
+    _, _, ex = next(e for e in examples(doc) if e[0] == "RunsTransitioned")
+    check = validator(registry, "#/components/messages/RunsTransitioned/payload")
+    runs = ex["payload"]["data"]["runs"]
+    assert runs[0].get("scheduled_for"), "the first example's first run is scheduled"
+    naive_run = {**runs[0], "scheduled_for": "2030-01-01T10:30:00"}
+    naive = {**ex["payload"], "data": {**ex["payload"]["data"], "runs": [naive_run, *runs[1:]]}}
     assert not check.is_valid(naive)
     with pytest.raises(InvalidMessage) as caught:
         message_from_data(naive["type"], naive["data"])
-    assert caught.value.field == "data.scheduled_for"
+    assert caught.value.field == "data.runs[0].scheduled_for"
+    not_a_list = {**ex["payload"], "data": {**ex["payload"]["data"], "runs": runs[0]}}
+    assert not check.is_valid(not_a_list)
+    with pytest.raises(InvalidMessage) as caught:
+        message_from_data(not_a_list["type"], not_a_list["data"])
+    assert caught.value.field == "data.runs"
     wrong_type = {**ex["payload"], "type": "run transitioned"}
     assert not check.is_valid(wrong_type)
     with pytest.raises(InvalidMessage):
         decode(json.dumps(wrong_type).encode())
+
+
+@pytest.mark.parametrize("name", ["RunsTransitioned", "ActionsCompleted"])
+def test_batched_examples_are_what_the_engine_writes_for_their_entries(doc: dict[str, Any], name: str) -> None:
+    """Hand each documented batch's entries to the engine's EventFactory: it writes exactly one message, with
+    the documented routing key (a channel of that message), correlation id and data."""
+    events = EventFactory(topology=Topology(), clock=VirtualClock(), source="actwheel/pid-4242")
+    channels = {c["address"]: c for c in doc["channels"].values()}
+    shapes = doc["components"]["messages"][name]["examples"]
+    assert {len(_entries(ex["payload"])) > 1 for ex in shapes} == {True, False}, "a batch and a single example"
+    for ex in shapes:
+        payload = ex["payload"]
+        message = message_from_data(payload["type"], payload["data"])
+        if isinstance(message, RunsTransitioned):
+            rows = events.runs_transitioned(message.runs)
+        else:
+            assert isinstance(message, ActionsCompleted)
+            rows = events.actions_completed(message.actions)
+        assert len(rows) == 1, ex["name"]
+        written = decode(rows[0].body)
+        assert (written.type, written.data) == (payload["type"], message.to_data()), ex["name"]
+        assert written.correlation_id == payload.get("correlation_id"), ex["name"]
+        channel = channels[rows[0].routing_key]
+        assert [m["$ref"] for m in channel["messages"].values()] == [f"#/components/messages/{name}"], ex["name"]
+
+
+def _entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    data = payload["data"]
+    entries: list[dict[str, Any]] = data["runs"] if "runs" in data else data["actions"]
+    return entries
 
 
 def test_dead_letter_example_states_the_codec_s_own_reason(doc: dict[str, Any]) -> None:
@@ -398,16 +453,30 @@ def _type_and_data(envelope: Any) -> tuple[str, dict[str, Any]]:
     return envelope.type, envelope.data
 
 
-def test_subscriber_formats_documented_events(doc: dict[str, Any], subscriber: ModuleType) -> None:
-    for name, routing_key in (("RunTransitioned", "run.succeeded"), ("ActionCompleted", "action.completed")):
-        payload = doc["components"]["messages"][name]["examples"][0]["payload"]
+def test_subscriber_prints_one_line_per_entry_of_documented_events(doc: dict[str, Any],
+                                                                    subscriber: ModuleType) -> None:
+    messages = doc["components"]["messages"]
+    batched = [(f"run.{ex['payload']['data']['status'].lower()}", ex["payload"])
+               for ex in messages["RunsTransitioned"]["examples"]]
+    batched += [("action.completed", ex["payload"]) for ex in messages["ActionsCompleted"]["examples"]]
+    assert max(len(_entries(payload)) for _, payload in batched) > 1
+    for routing_key, payload in batched:
         event = subscriber.parse_event(routing_key, json.dumps(payload).encode(), {"x-schema-version": 1})
-        line = subscriber.format_event(event)
-        assert routing_key in line
-        assert payload["data"]["run_id"] in line
-    assert "status=SUCCEEDED" in subscriber.format_event(
-        subscriber.parse_event("run.succeeded", json.dumps(
-            doc["components"]["messages"]["RunTransitioned"]["examples"][0]["payload"]).encode()))
+        assert subscriber.entries(event) == _entries(payload)
+        lines = subscriber.format_lines(event)
+        assert len(lines) == len(_entries(payload)), routing_key
+        for line, entry in zip(lines, _entries(payload), strict=True):
+            assert routing_key in line
+            assert f"run={entry['run_id']}" in line
+            if "status" in entry:
+                assert f"status={entry['status']}" in line
+            else:
+                assert f"summary={entry['result']['summary']!r}" in line
+    ready = messages["RunsReady"]["examples"][0]["payload"]
+    event = subscriber.parse_event("run.ready", json.dumps(ready).encode())
+    assert subscriber.entries(event) == [ready["data"]]
+    assert [line.split()[1:] for line in subscriber.format_lines(event)] == [
+        ["run.ready", *json.dumps(ready["data"], sort_keys=True).split()]]
 
 
 @pytest.mark.parametrize(("body", "headers"), [
@@ -429,15 +498,15 @@ def test_subscriber_refuses_what_is_not_an_envelope(subscriber: ModuleType, body
 class Recorder:
     """Collects the subscriber's events; ``wait_for`` wakes on each new one (no polling, no sleeps)."""
 
-    def __init__(self, format_event: Callable[[Any], str]) -> None:
+    def __init__(self, format_lines: Callable[[Any], list[str]]) -> None:
         self.events: list[Any] = []
         self.lines: list[str] = []
-        self._format = format_event
+        self._format = format_lines
         self._new = asyncio.Event()
 
     def __call__(self, event: Any) -> None:
         self.events.append(event)
-        self.lines.append(self._format(event))
+        self.lines.extend(self._format(event))
         self._new.set()
 
     async def wait_for(self, predicate: Callable[[list[Any]], Any]) -> Any:
@@ -534,13 +603,13 @@ async def test_publisher_fails_loudly_when_no_engine_listens(publisher: ModuleTy
 async def test_subscriber_dead_letters_a_body_that_is_not_an_envelope(subscriber: ModuleType) -> None:
     url = rabbitmq_url()
     prefix = f"t-{uuid.uuid4().hex[:8]}."
-    recorder = Recorder(subscriber.format_event)
+    recorder = Recorder(subscriber.format_lines)
     queue_name = ""
     try:
         async with (raw_tap_declared(url, prefix + DLX) as dead,
                     running_subscriber(subscriber, url, prefix, recorder, ("run.#",)) as queue_name):
-            good = {"id": "e-1", "type": "run.transitioned", "occurred_at": "2030-01-01T00:00:00Z",
-                    "source": "test", "data": {"run_id": "r-1", "status": "FAILED"}}
+            good = {"id": "e-1", "type": "runs.transitioned", "occurred_at": "2030-01-01T00:00:00Z",
+                    "source": "test", "data": {"status": "FAILED", "runs": [{"run_id": "r-1", "status": "FAILED"}]}}
             await publish_raw(url, prefix + EVENTS, [
                 ("run.bogus", b"not json"),
                 ("run.failed", json.dumps(good).encode()),
@@ -595,7 +664,7 @@ async def test_examples_drive_a_real_engine(tmp_path: Path, publisher: ModuleTyp
         publisher.request_action(owner, "simple.op", {"op": "log", "message": f"token {token}"},
                                  idempotency_key=key),
     ]
-    recorder = Recorder(subscriber.format_event)
+    recorder = Recorder(subscriber.format_lines)
     queue_name = ""
     try:
         await engine.start()
@@ -604,22 +673,30 @@ async def test_examples_drive_a_real_engine(tmp_path: Path, publisher: ModuleTyp
                                        (*subscriber.DEFAULT_PATTERNS, "automation.created")) as queue_name):
             await publisher.publish_all(url, prefix, messages)
 
-            completed = await recorder.wait_for(lambda events: next(
-                (e for e in events if e.routing_key == "action.completed"
-                 and token in json.dumps(e.data.get("result"))), None))
-            run_id = completed.data["run_id"]
-            succeeded = await recorder.wait_for(lambda events: next(
-                (e for e in events if e.routing_key == "run.succeeded" and e.data["run_id"] == run_id), None))
+            completed_event, completed = await recorder.wait_for(lambda events: next(
+                ((e, entry) for e in events if e.routing_key == "action.completed"
+                 for entry in subscriber.entries(e) if token in json.dumps(entry.get("result"))), None))
+            run_id = completed["run_id"]
+            succeeded_event, succeeded = await recorder.wait_for(lambda events: next(
+                ((e, entry) for e in events if e.routing_key == "run.succeeded"
+                 for entry in subscriber.entries(e) if entry["run_id"] == run_id), None))
             created = await recorder.wait_for(lambda events: next(
                 (e for e in events if e.routing_key == "automation.created"), None))
             await tap.wait_count(2)
 
-        # The subscriber saw the documented run event for the run the publisher's request made...
-        assert succeeded.data["status"] == "SUCCEEDED"
-        assert succeeded.data["automation_id"] is None
-        assert succeeded.data["action_type"] == "simple.op"
-        assert [line for line in recorder.lines if "run.succeeded" in line and run_id in line
+        # The subscriber saw the documented (batched) run event for the run the publisher's request made...
+        assert (succeeded["status"], succeeded["automation_id"], succeeded["action_type"]) == (
+            "SUCCEEDED", None, "simple.op")
+        assert (completed["automation_id"], completed["action_type"]) == (None, "simple.op")
+        for event, kind in ((succeeded_event, RunsTransitioned), (completed_event, ActionsCompleted)):
+            decoded_event = message_from_data(event.envelope["type"], event.data)
+            assert isinstance(decoded_event, kind)
+            entries = subscriber.entries(event)
+            assert event.envelope["correlation_id"] == (entries[0]["run_id"] if len(entries) == 1 else None)
+        assert succeeded_event.data["status"] == "SUCCEEDED"
+        assert [line for line in recorder.lines if "run.succeeded" in line and f"run={run_id}" in line
                 and "status=SUCCEEDED" in line]
+        assert [line for line in recorder.lines if "action.completed" in line and f"run={run_id}" in line]
         # ...which is the run of that idempotency key, and the automation belongs to the publisher's owner.
         async with engine.store.transaction() as tx:
             runs = await tx.runs.query(owner_id=owner)
