@@ -379,7 +379,9 @@ class AutomationService:
 
     async def _announce_deleted(self, tx: Transaction, deleted: Deleted) -> None:
         await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])
-        await tx.outbox.append_many(self._events.runs_canceled(deleted.canceled_run_ids, None, "deleted"))
+        await tx.outbox.append_many(self._events.runs_canceled(
+            deleted.canceled_run_ids, deleted.automation_ids[0] if len(deleted.automation_ids) == 1 else None,
+            "deleted"))
 
 
 def _refuse_transient_event(spec: _Spec) -> None:

@@ -21,7 +21,7 @@ from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage, NotFound
-from actwheel.events import EventFactory
+from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.messages import (
     AutomationCommandRequested,
@@ -129,7 +129,8 @@ class Planner(ConsumerActor):
                                                       for a in live])
                 created = [r.run for r in inserted if r.created]
                 rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-                rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+                rows += self._events.runs_transitioned([transition_of(r) for r in created
+                                                        if r.status is RunStatus.SKIPPED])
                 if rows:
                     await tx.outbox.append_many(rows)
         except ActwheelError as exc:
@@ -192,7 +193,7 @@ class Planner(ConsumerActor):
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
         created = [r.run for r in inserted if r.created]
         rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-        rows += [self._events.run_transitioned(r) for r in created if r.status is RunStatus.SKIPPED]
+        rows += self._events.runs_transitioned([transition_of(r) for r in created if r.status is RunStatus.SKIPPED])
         rows += [self._events.automation_gone(p.automation.id, "completed")
                  for p in winners if p.plan.new_next_run_at is None]
         if rows:

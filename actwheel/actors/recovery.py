@@ -24,7 +24,7 @@ from actwheel.actors.base import Actor
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError
-from actwheel.events import EventFactory
+from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.policy import Policy
 from actwheel.storage.base import Store, Transaction
@@ -79,7 +79,8 @@ class RecoverySweeper(Actor):
                          if r is not None]
             ready = [r.id for r in recovered if r.status is RunStatus.PENDING]
             rows = self._events.runs_ready(ready)
-            rows += [self._events.run_transitioned(r) for r in recovered if r.status is not RunStatus.PENDING]
+            rows += self._events.runs_transitioned([transition_of(r) for r in recovered
+                                                  if r.status is not RunStatus.PENDING])
             if rows:
                 await tx.outbox.append_many(rows)
         return len(recovered)
