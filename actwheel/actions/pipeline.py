@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from actwheel.actions.abac import AccessRequest, PolicyRules, resource_of
 from actwheel.actions.base import (
     ActionContext,
@@ -112,6 +114,7 @@ class DispatchPipeline:
         self._rules = rules or PolicyRules()
         self._per_type_limit = per_type_limit
         self._limits: dict[str, asyncio.Semaphore] = {}
+        self._valid_configs = _ValidConfigs()
 
     async def dispatch(self, request: DispatchRequest) -> DispatchOutcome:
         """Run ``request`` through the pipeline. Never raises for bad input or a failing executor."""
@@ -172,7 +175,7 @@ class DispatchPipeline:
     def _validate(
         self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail
     ) -> DispatchOutcome | None:
-        errors = [_masked(e) for e in definition.validate(request.config)]
+        errors = [_masked(e) for e in self._valid_configs.errors(definition, request.config)]
         trail.add("VALIDATE", ok=not errors, errors=[e.as_dict() for e in errors])
         if not errors:
             return None
@@ -243,6 +246,32 @@ class DispatchPipeline:
         if outcome.status == "DEAD":
             self._metrics.action_dead_letter.labels("compensation_failed").inc()
         return outcome
+
+
+class _ValidConfigs:
+    """Remembers configs that passed validation (a run of an automation repeats its config every time).
+
+    Speed only: validation is a pure function of the definition and the config, and only
+    successes are remembered, so removing this cache changes no outcome. Bounded; cleared when full.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._valid: set[tuple[int, bytes]] = set()
+
+    def errors(self, definition: ActionDefinition, config: Mapping[str, Any]) -> list[FieldError]:
+        try:
+            key = (id(definition), orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
+        except TypeError:  # not JSON (cannot come from storage or the bus): validate every time
+            return definition.validate(config)
+        if key in self._valid:
+            return []
+        errors = definition.validate(config)
+        if not errors:
+            if len(self._valid) >= self._capacity:
+                self._valid.clear()
+            self._valid.add(key)
+        return errors
 
 
 def _actions_within(definition: ActionDefinition, config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:

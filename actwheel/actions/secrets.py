@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -227,7 +228,14 @@ def find_secret_refs(config: Any) -> list[tuple[str, str]]:
 
 
 def _is_sensitive(key: Any) -> bool:
-    return isinstance(key, str) and any(part in key.lower().replace("-", "_") for part in _SENSITIVE_KEYS)
+    return isinstance(key, str) and _is_sensitive_name(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_sensitive_name(key: str) -> bool:
+    """Keys repeat (every result has ``summary``, ``data``...): the substring scan is done once per name."""
+    lowered = key.lower().replace("-", "_")
+    return any(part in lowered for part in _SENSITIVE_KEYS)
 
 
 def mask_secrets(config: Any) -> Any:

@@ -44,7 +44,7 @@ from actwheel.storage.records import (
     PrincipalStatus,
     RunStatus,
 )
-from actwheel.triggers import parse
+from actwheel.triggers import Trigger, parse
 
 __all__ = ["Planner"]
 
@@ -73,6 +73,7 @@ class Planner(ConsumerActor):
         self._prefetch = prefetch
         self._event_index = EventIndex(store=store, clock=clock)
         self._bound: frozenset[str] = frozenset()
+        self._parsed = _ParsedSpecs()
 
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
@@ -185,10 +186,13 @@ class Planner(ConsumerActor):
         live = [a for a in automations if _plannable(a, due_for[a.id])]
         busy = await _active_runs(tx, live)
         owners = await _owner_activity(tx, {a.owner_id for a in live})
-        return [_Planned(a, plan_instants(
-            trigger=parse(a.trigger), cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
-            policy=Policy.parse(a.policy), busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
-            for a in live]
+        planned = []
+        for a in live:
+            trigger, policy = self._parsed.get(a)
+            planned.append(_Planned(a, plan_instants(
+                trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
+                policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id])))
+        return planned
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
         created = [r.run for r in inserted if r.created]
@@ -240,6 +244,28 @@ class Planner(ConsumerActor):
         if command.command == "delete":
             return await self._service.delete(automation_id)
         return await self._service.run_now(caller, automation_id)
+
+
+class _ParsedSpecs:
+    """Parsed trigger and policy per automation version: a per-second schedule is parsed once, not every second.
+
+    Speed only: keyed by ``(id, version)`` (every change bumps the version), bounded, and
+    parsing is a pure function of the stored spec.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._specs: dict[tuple[str, int], tuple[Trigger, Policy]] = {}
+
+    def get(self, automation: Automation) -> tuple[Trigger, Policy]:
+        key = (automation.id, automation.version)
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = (parse(automation.trigger), Policy.parse(automation.policy))
+            if len(self._specs) >= self._capacity:
+                self._specs.clear()
+            self._specs[key] = specs
+        return specs
 
 
 def _latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:

@@ -17,6 +17,7 @@ from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, Dispatc
 from actwheel.actions.registry import ActionRegistry
 from actwheel.actions.secrets import StaticSecrets
 from actwheel.clock import VirtualClock
+from actwheel.errors import FieldError
 from actwheel.metrics import Metrics
 
 OWNER = "alice"
@@ -446,3 +447,43 @@ async def test_invalid_secret_literal_is_masked_in_validation_errors(host: Host)
     assert outcome.reason == "validation"
     assert "leak-me" not in repr(outcome.audit)
     assert "leak-me" not in (outcome.result.error or "")
+
+
+# --- the validation cache (speed only) --------------------------------------------------------------
+
+
+class Counted(ActionDefinition):
+    """Counts validations; a config with ``bad`` is invalid."""
+
+    type: ClassVar[str] = "test.counted"
+    display_name: ClassVar[str] = "Counted"
+    description: ClassVar[str] = "counts its validations"
+    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"bad": {"type": "string"}}}
+
+    def __init__(self) -> None:
+        self.validations = 0
+
+    def check(self, config: Mapping[str, Any]) -> list[FieldError]:
+        self.validations += 1
+        return [FieldError("bad", config["bad"], "absent")] if "bad" in config else []
+
+    async def execute(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
+        return ActionResult.ok("counted")
+
+
+async def test_a_valid_config_is_validated_once_an_invalid_one_every_time(host: Host) -> None:
+    counted = Counted()
+    host.registry.register(counted)
+    pipeline = host.pipeline()
+    for _ in range(3):
+        assert (await pipeline.dispatch(_request("test.counted", {"a": 1, "b": [2]}))).status == "SUCCEEDED"
+    assert counted.validations == 1
+    assert (await pipeline.dispatch(_request("test.counted", {"b": [2], "a": 1}))).status == "SUCCEEDED"
+    assert counted.validations == 1  # same content, other key order
+    assert (await pipeline.dispatch(_request("test.counted", {"a": 2, "b": [2]}))).status == "SUCCEEDED"
+    assert counted.validations == 2
+    for _ in range(2):
+        outcome = await pipeline.dispatch(_request("test.counted", {"bad": "x"}))
+        assert (outcome.status, outcome.reason) == ("FAILED", "validation")
+        assert _details(outcome, "VALIDATE")["ok"] is False
+    assert counted.validations == 4
