@@ -182,6 +182,11 @@ def _automation(row: Row) -> Automation:
     )
 
 
+def _automation_of(row: Row, state: Row) -> Automation:
+    """An automation from its two rows: the specification and the state (migration 0003)."""
+    return _automation({**dict(row), **dict(state)})
+
+
 def _run(row: Row) -> Run:
     to_dt, loads = c.to_dt, c.loads
     return _make_run(
@@ -388,8 +393,10 @@ class SqlAutomations(AutomationRepository):
             if exc.kind == "unique":
                 raise Conflict("automation", params["id"], "id already exists") from None
             raise
+        state = await self._x.fetchrow("insert_automation_state", params)
         assert row is not None
-        return _automation(row)
+        assert state is not None
+        return _automation_of(row, state)
 
     def _create_params(self, new: NewAutomation) -> dict[str, Any]:
         automation_id = c.new_id() if new.id is None else c.text_field("id", new.id)
@@ -467,11 +474,14 @@ class SqlAutomations(AutomationRepository):
     ) -> Automation:
         params = {"id": automation_id, "expected_version": _version("expected_version", expected_version)}
         params.update(_change_params(changes))
-        row = await self._x.fetchrow("update_automation", params)
-        if row is None:
+        # The version is compared and bumped on the state row first: whoever loses writes nothing.
+        state = await self._x.fetchrow("update_automation_state", params)
+        if state is None:
             current = await self.get(automation_id)
             raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
-        return _automation(row)
+        row = await self._x.fetchrow("update_automation", params)
+        assert row is not None  # the state row exists, so its automation does (ON DELETE CASCADE)
+        return _automation_of(row, state)
 
     async def set_enabled(
         self, automation_id: str, enabled: bool, *, expected_version: int | None = None
@@ -481,12 +491,14 @@ class SqlAutomations(AutomationRepository):
             "enabled": bool(enabled),
             "expected_version": _version("expected_version", expected_version, optional=True),
         }
-        row = await self._x.fetchrow("set_automation_enabled", params)
-        if row is None:
+        state = await self._x.fetchrow("set_automation_enabled", params)
+        if state is None:
             current = await self.get(automation_id)
             raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
+        row = await self._x.fetchrow("touch_automation", {"id": automation_id})
+        assert row is not None
         canceled = [] if enabled else await self._cancel_waiting([automation_id], _CANCEL_REASON_DISABLED)
-        return _automation(row), canceled
+        return _automation_of(row, state), canceled
 
     async def _cancel_waiting(self, automation_ids: list[str], reason: str) -> list[str]:
         if not automation_ids:

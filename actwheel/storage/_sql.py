@@ -93,7 +93,32 @@ def load_migrations(dialect: str) -> tuple[Migration, ...]:
     return tuple(sorted(found, key=lambda m: m.version))
 
 
+_BODY_TRIGGER = re.compile(r"CREATE\s+(?:TEMP\s+|TEMPORARY\s+)?TRIGGER\b.*\bBEGIN\b", re.IGNORECASE | re.DOTALL)
+_BODY_END = re.compile(r"^\s*END\s*;\s*$", re.IGNORECASE)
+
+
 def split_statements(script: str) -> list[str]:
-    """Split a migration into statements at ``;`` line ends (migrations hold no procedural bodies)."""
-    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
-    return [s.strip() for s in re.split(r";\s*$", "\n".join(lines), flags=re.MULTILINE) if s.strip()]
+    """Split a migration into statements at ``;`` line ends, ``--`` comment lines dropped.
+
+    Two bodies hold ``;`` line ends of their own and stay whole: a ``$$ … $$`` quoted body
+    (a PostgreSQL function) and a ``CREATE TRIGGER … BEGIN … END;`` (SQLite), which ends at
+    a line ``END;``.
+    """
+    statements: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for line in script.splitlines():
+        if not quoted and line.lstrip().startswith("--"):
+            continue
+        current.append(line)
+        if line.count("$$") % 2:
+            quoted = not quoted
+        if quoted or not line.rstrip().endswith(";"):
+            continue
+        text = "\n".join(current).strip()
+        if _BODY_TRIGGER.match(text) and not _BODY_END.match(line):
+            continue
+        statements.append(text.removesuffix(";").strip())
+        current = []
+    rest = "\n".join(current).strip()
+    return [s for s in [*statements, rest] if s]

@@ -4,21 +4,56 @@ from __future__ import annotations
 
 import asyncio
 import io
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
+import asyncpg
 import pytest
-from storage_harness import Backend, new_automation
+from storage_harness import T0, Backend
 
 from actwheel.commands.migrate import database_url, migrate
-from actwheel.errors import InvalidInput, StorageUnavailable
+from actwheel.errors import InvalidInput, NotFound, StorageUnavailable
 from actwheel.storage import DEFAULT_DATABASE_URL, open_store
 from actwheel.storage import postgres as postgres_adapter
 from actwheel.storage import sqlite as sqlite_adapter
+from actwheel.storage._codec import to_micros
 from actwheel.storage._sql import load_migrations, load_queries
 from actwheel.storage.postgres import PostgresStore
+from actwheel.storage.records import AutomationStatus
 from actwheel.storage.sqlite import SqliteStore
+
+_ROW_0001 = (
+    "INSERT INTO automations (id, owner_id, name, labels, session_id, agent_id, \"trigger\", action_type, "
+    "action_config, policy, enabled, status, durable, next_run_at, end_at, version, \"partition\", created_at, "
+    "updated_at) VALUES ({})"
+)
+
+
+async def _insert_0001_automations(backend: Backend) -> None:
+    """Two automations written the way schema 0001 stored them (state and specification in one row)."""
+    rows = [("due-1", True, "ACTIVE", T0, 3, 7), ("paused-1", False, "PAUSED", None, 1, 9)]
+    if backend.kind == "postgres":
+        conn = await asyncpg.connect(backend.url)
+        try:
+            sql = _ROW_0001.format(", ".join(f"${i}" for i in range(1, 20)))
+            for rid, enabled, status, next_at, version, partition in rows:
+                await conn.execute(sql, rid, "alice", rid, '{"session_id": "s-1"}', "s-1", None, '{"type": "cron"}',
+                                   "webhook", "{}", "{}", enabled, status, True, next_at, None, version, partition,
+                                   T0, T0)
+        finally:
+            await conn.close()
+        return
+    micros = to_micros(T0)
+    with closing(sqlite3.connect(backend.url.removeprefix("sqlite:///"))) as conn, conn:
+        sql = _ROW_0001.format(", ".join("?" * 19))
+        for rid, enabled, status, next_at, version, partition in rows:
+            conn.execute(sql, (rid, "alice", rid, '{"session_id": "s-1"}', "s-1", None, '{"type": "cron"}', "webhook",
+                               "{}", "{}", int(enabled), status, 1, None if next_at is None else micros, None, version,
+                               partition, micros, micros))
 
 
 async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
@@ -26,21 +61,48 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
 ) -> None:
     adapter = sqlite_adapter if backend.kind == "sqlite" else postgres_adapter
     monkeypatch.setattr(adapter, "load_migrations", lambda dialect: load_migrations(dialect)[:1])
-    async with backend.opened() as old, old.transaction() as tx:
-        created = await tx.automations.create(new_automation())
+    async with backend.opened():
+        pass
     monkeypatch.undo()
+    await _insert_0001_automations(backend)
     upgrading = backend.open(migrate=False)
     await upgrading.start()
     try:
         applied = await upgrading.migrate()
         async with upgrading.transaction() as tx:
-            kept = await tx.automations.get(created.id)
+            due, paused = await tx.automations.get("due-1"), await tx.automations.get("paused-1")
+            listed = await tx.automations.due(T0 + timedelta(hours=1))
+            advanced = await tx.automations.advance_cursor("due-1", 3, T0, T0 + timedelta(days=1))
             recorded = await tx.idempotency.put("k", {"ok": True})
     finally:
         await upgrading.stop()
-    assert applied == ["0002_idempotency_keys"]
-    assert kept == created
+    assert applied == ["0002_idempotency_keys", "0003_automation_state"]
+    assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
+        True, AutomationStatus.ACTIVE, T0, 3, 7)
+    assert (due.owner_id, due.labels, due.trigger, due.created_at) == (
+        "alice", {"session_id": "s-1"}, {"type": "cron"}, T0)
+    assert (paused.enabled, paused.status, paused.next_run_at, paused.version, paused.partition) == (
+        False, AutomationStatus.PAUSED, None, 1, 9)
+    assert [a.id for a in listed] == ["due-1"]
+    assert advanced is True
     assert recorded is True
+
+
+async def test_the_automations_view_takes_rows_in_the_0001_shape(backend: Backend) -> None:
+    """Since 0003 ``automations`` is a view over automation_specs + automation_state; ad hoc SQL
+    and bulk loaders that insert 0001-shaped rows into it still write a whole automation."""
+    async with backend.opened() as store:
+        await _insert_0001_automations(backend)
+        async with store.transaction() as tx:
+            due = await tx.automations.get("due-1")
+            listed = await tx.automations.due(T0 + timedelta(hours=1))
+            deleted = await tx.automations.delete("due-1")
+            with pytest.raises(NotFound):
+                await tx.automations.get("due-1")
+    assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
+        True, AutomationStatus.ACTIVE, T0, 3, 7)
+    assert [a.id for a in listed] == ["due-1"]
+    assert deleted.automation_ids == ("due-1",)
 
 
 async def test_migrate_is_idempotent(backend: Backend) -> None:
@@ -68,12 +130,13 @@ async def test_concurrent_migrations_apply_each_migration_once(backend: Backend)
 
 async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None:
     out = io.StringIO()
-    assert await migrate(backend.url, out) == ["0001_init", "0002_idempotency_keys"]
+    names = ["0001_init", "0002_idempotency_keys", "0003_automation_state"]
+    assert await migrate(backend.url, out) == names
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()
-    assert lines[:2] == ["applied 0001_init", "applied 0002_idempotency_keys"]
-    assert lines[2].endswith("2 migration(s) applied, schema up to date")
-    assert lines[3].endswith("0 migration(s) applied, schema up to date")
+    assert lines[:3] == [f"applied {name}" for name in names]
+    assert lines[3].endswith("3 migration(s) applied, schema up to date")
+    assert lines[4].endswith("0 migration(s) applied, schema up to date")
     assert "actwheel:actwheel@" not in out.getvalue()  # the password is redacted
 
 

@@ -28,11 +28,21 @@ SELECT now() AS now;
 SELECT current_schema() AS schema;
 
 -- ---------------------------------------------------------------- automations
+-- An automation is two rows (migration 0003): its specification in automation_specs and what the
+-- engine moves (enabled, status, next_run_at, version, partition) in automation_state. Reads use
+-- the view automations (both, with the columns of 0001); writes go to the table that holds the
+-- column; the version compare-and-set is always on the state row.
+
 -- name: insert_automation
-INSERT INTO automations (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
-    action_config, policy, enabled, status, durable, next_run_at, end_at, version, "partition")
+INSERT INTO automation_specs (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, durable, end_at)
 VALUES (:id, :owner_id, :name, :labels::jsonb, :session_id, :agent_id, :trigger::jsonb, :action_type,
-    :action_config::jsonb, :policy::jsonb, :enabled, :status, :durable, :next_run_at, :end_at, 1, :partition)
+    :action_config::jsonb, :policy::jsonb, :durable, :end_at)
+RETURNING *;
+
+-- name: insert_automation_state
+INSERT INTO automation_state (automation_id, "partition", enabled, status, next_run_at, version)
+VALUES (:id, :partition, :enabled, :status, :next_run_at, 1)
 RETURNING *;
 
 -- name: get_automation
@@ -67,8 +77,16 @@ WHERE enabled AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at 
 ORDER BY next_run_at
 LIMIT :limit;
 
+-- name: update_automation_state
+UPDATE automation_state SET
+    status = coalesce(:status, status),
+    next_run_at = CASE WHEN :clear_next_run_at::boolean THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
+    version = version + 1
+WHERE automation_id = :id AND version = :expected_version
+RETURNING *;
+
 -- name: update_automation
-UPDATE automations SET
+UPDATE automation_specs SET
     name = coalesce(:name, name),
     "trigger" = coalesce(:trigger::jsonb, "trigger"),
     action_type = coalesce(:action_type, action_type),
@@ -77,19 +95,19 @@ UPDATE automations SET
     labels = coalesce(:labels::jsonb, labels),
     session_id = CASE WHEN :labels::jsonb IS NULL THEN session_id ELSE :session_id::text END,
     agent_id = CASE WHEN :labels::jsonb IS NULL THEN agent_id ELSE :agent_id::text END,
-    status = coalesce(:status, status),
     owner_id = coalesce(:owner_id, owner_id),
-    next_run_at = CASE WHEN :clear_next_run_at::boolean THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
     end_at = CASE WHEN :clear_end_at::boolean THEN NULL ELSE coalesce(:end_at, end_at) END,
-    version = version + 1,
     updated_at = now()
-WHERE id = :id AND version = :expected_version
+WHERE id = :id
 RETURNING *;
 
 -- name: set_automation_enabled
-UPDATE automations SET enabled = :enabled, version = version + 1, updated_at = now()
-WHERE id = :id AND (:expected_version::bigint IS NULL OR version = :expected_version)
+UPDATE automation_state SET enabled = :enabled, version = version + 1
+WHERE automation_id = :id AND (:expected_version::bigint IS NULL OR version = :expected_version)
 RETURNING *;
+
+-- name: touch_automation
+UPDATE automation_specs SET updated_at = now() WHERE id = :id RETURNING *;
 
 -- name: cancel_waiting_runs_of
 UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = now(), finished_at = now()
@@ -97,34 +115,34 @@ WHERE automation_id = ANY(:automation_ids::text[]) AND status IN ('PENDING', 'RE
 RETURNING id;
 
 -- name: delete_automation
-DELETE FROM automations WHERE id = :id RETURNING id;
+DELETE FROM automation_specs WHERE id = :id RETURNING id;
 
 -- name: delete_automations_by_session
-DELETE FROM automations WHERE session_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE session_id = :key RETURNING id;
 
 -- name: delete_automations_by_agent
-DELETE FROM automations WHERE agent_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE agent_id = :key RETURNING id;
 
 -- name: delete_automations_by_owner
-DELETE FROM automations WHERE owner_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE owner_id = :key RETURNING id;
 
 -- name: advance_cursor
-UPDATE automations SET
+UPDATE automation_state SET
     next_run_at = :new_next_run_at::timestamptz,
-    status = CASE WHEN :new_next_run_at::timestamptz IS NULL THEN 'COMPLETED' ELSE status END,
-    updated_at = now()
-WHERE id = :id AND version = :version AND next_run_at IS NOT DISTINCT FROM :expected_next_run_at::timestamptz
-RETURNING id;
+    status = CASE WHEN :new_next_run_at::timestamptz IS NULL THEN 'COMPLETED' ELSE status END
+WHERE automation_id = :id AND version = :version
+  AND next_run_at IS NOT DISTINCT FROM :expected_next_run_at::timestamptz
+RETURNING automation_id AS id;
 
 -- name: advance_cursors
-UPDATE automations AS a SET
+UPDATE automation_state AS s SET
     next_run_at = c.new_next_run_at,
-    status = CASE WHEN c.new_next_run_at IS NULL THEN 'COMPLETED' ELSE a.status END,
-    updated_at = now()
+    status = CASE WHEN c.new_next_run_at IS NULL THEN 'COMPLETED' ELSE s.status END
 FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::timestamptz[],
             :new_next_run_at::timestamptz[]) AS c (automation_id, version, expected_next_run_at, new_next_run_at)
-WHERE a.id = c.automation_id AND a.version = c.version AND a.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
-RETURNING a.id;
+WHERE s.automation_id = c.automation_id AND s.version = c.version
+  AND s.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
+RETURNING s.automation_id AS id;
 
 -- name: insert_runs
 INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,

@@ -18,12 +18,21 @@ SELECT version FROM schema_migrations ORDER BY version;
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now);
 
 -- ---------------------------------------------------------------- automations
+-- An automation is two rows (migration 0003): its specification in automation_specs and what the
+-- engine moves (enabled, status, next_run_at, version, partition) in automation_state. Reads use
+-- the view automations (both, with the columns of 0001); writes go to the table that holds the
+-- column; the version compare-and-set is always on the state row.
+
 -- name: insert_automation
-INSERT INTO automations (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
-    action_config, policy, enabled, status, durable, next_run_at, end_at, version, "partition",
-    created_at, updated_at)
+INSERT INTO automation_specs (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, durable, end_at, created_at, updated_at)
 VALUES (:id, :owner_id, :name, :labels, :session_id, :agent_id, :trigger, :action_type,
-    :action_config, :policy, :enabled, :status, :durable, :next_run_at, :end_at, 1, :partition, :now, :now)
+    :action_config, :policy, :durable, :end_at, :now, :now)
+RETURNING *;
+
+-- name: insert_automation_state
+INSERT INTO automation_state (automation_id, "partition", enabled, status, next_run_at, version)
+VALUES (:id, :partition, :enabled, :status, :next_run_at, 1)
 RETURNING *;
 
 -- name: get_automation
@@ -58,8 +67,16 @@ WHERE enabled = 1 AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run
 ORDER BY next_run_at
 LIMIT :limit;
 
+-- name: update_automation_state
+UPDATE automation_state SET
+    status = coalesce(:status, status),
+    next_run_at = CASE WHEN :clear_next_run_at THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
+    version = version + 1
+WHERE automation_id = :id AND version = :expected_version
+RETURNING *;
+
 -- name: update_automation
-UPDATE automations SET
+UPDATE automation_specs SET
     name = coalesce(:name, name),
     "trigger" = coalesce(:trigger, "trigger"),
     action_type = coalesce(:action_type, action_type),
@@ -68,19 +85,19 @@ UPDATE automations SET
     labels = coalesce(:labels, labels),
     session_id = CASE WHEN :labels IS NULL THEN session_id ELSE :session_id END,
     agent_id = CASE WHEN :labels IS NULL THEN agent_id ELSE :agent_id END,
-    status = coalesce(:status, status),
     owner_id = coalesce(:owner_id, owner_id),
-    next_run_at = CASE WHEN :clear_next_run_at THEN NULL ELSE coalesce(:next_run_at, next_run_at) END,
     end_at = CASE WHEN :clear_end_at THEN NULL ELSE coalesce(:end_at, end_at) END,
-    version = version + 1,
     updated_at = :now
-WHERE id = :id AND version = :expected_version
+WHERE id = :id
 RETURNING *;
 
 -- name: set_automation_enabled
-UPDATE automations SET enabled = :enabled, version = version + 1, updated_at = :now
-WHERE id = :id AND (:expected_version IS NULL OR version = :expected_version)
+UPDATE automation_state SET enabled = :enabled, version = version + 1
+WHERE automation_id = :id AND (:expected_version IS NULL OR version = :expected_version)
 RETURNING *;
+
+-- name: touch_automation
+UPDATE automation_specs SET updated_at = :now WHERE id = :id RETURNING *;
 
 -- name: cancel_waiting_runs_of
 UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = :now, finished_at = :now
@@ -88,36 +105,35 @@ WHERE automation_id IN (SELECT value FROM json_each(:automation_ids)) AND status
 RETURNING id;
 
 -- name: delete_automation
-DELETE FROM automations WHERE id = :id RETURNING id;
+DELETE FROM automation_specs WHERE id = :id RETURNING id;
 
 -- name: delete_automations_by_session
-DELETE FROM automations WHERE session_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE session_id = :key RETURNING id;
 
 -- name: delete_automations_by_agent
-DELETE FROM automations WHERE agent_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE agent_id = :key RETURNING id;
 
 -- name: delete_automations_by_owner
-DELETE FROM automations WHERE owner_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE owner_id = :key RETURNING id;
 
 -- name: advance_cursor
-UPDATE automations SET
+UPDATE automation_state SET
     next_run_at = :new_next_run_at,
-    status = CASE WHEN :new_next_run_at IS NULL THEN 'COMPLETED' ELSE status END,
-    updated_at = :now
-WHERE id = :id AND version = :version AND next_run_at IS :expected_next_run_at
-RETURNING id;
+    status = CASE WHEN :new_next_run_at IS NULL THEN 'COMPLETED' ELSE status END
+WHERE automation_id = :id AND version = :version AND next_run_at IS :expected_next_run_at
+RETURNING automation_id AS id;
 
 -- name: advance_cursors
-UPDATE automations SET
+UPDATE automation_state SET
     next_run_at = c.new_next,
-    status = CASE WHEN c.new_next IS NULL THEN 'COMPLETED' ELSE automations.status END,
-    updated_at = :now
+    status = CASE WHEN c.new_next IS NULL THEN 'COMPLETED' ELSE automation_state.status END
 FROM (SELECT json_extract(value, '$.automation_id') AS id, json_extract(value, '$.version') AS version,
              json_extract(value, '$.expected_next_run_at') AS expected,
              json_extract(value, '$.new_next_run_at') AS new_next
       FROM json_each(:rows)) AS c
-WHERE automations.id = c.id AND automations.version = c.version AND automations.next_run_at IS c.expected
-RETURNING automations.id;
+WHERE automation_state.automation_id = c.id AND automation_state.version = c.version
+  AND automation_state.next_run_at IS c.expected
+RETURNING automation_state.automation_id AS id;
 
 -- ---------------------------------------------------------------- runs
 -- name: insert_runs
