@@ -23,7 +23,7 @@ from actwheel.storage import sqlite as sqlite_adapter
 from actwheel.storage._codec import to_micros
 from actwheel.storage._sql import load_migrations, load_queries
 from actwheel.storage.postgres import PostgresStore
-from actwheel.storage.records import AutomationStatus
+from actwheel.storage.records import AutomationStatus, NewRun, RunStatus
 from actwheel.storage.sqlite import SqliteStore
 
 _ROW_0001 = (
@@ -33,9 +33,17 @@ _ROW_0001 = (
 )
 
 
-async def _insert_0001_automations(backend: Backend) -> None:
-    """Two automations written the way schema 0001 stored them (state and specification in one row)."""
+_RUN_0001 = (
+    "INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, action_type, action_config, "
+    "policy, owner_id, created_at, updated_at) VALUES ({})"
+)
+
+
+async def _insert_0001_automations(backend: Backend, *, with_run: bool = False) -> None:
+    """Two automations written the way schema 0001 stored them (state and specification in one
+    row), and with ``with_run`` a PENDING run of the first."""
     rows = [("due-1", True, "ACTIVE", T0, 3, 7), ("paused-1", False, "PAUSED", None, 1, 9)]
+    run = ("run-1", "due-1", "schedule:1", T0, "schedule", "PENDING", "webhook", "{}", "{}", "alice", T0, T0)
     if backend.kind == "postgres":
         conn = await asyncpg.connect(backend.url)
         try:
@@ -44,6 +52,8 @@ async def _insert_0001_automations(backend: Backend) -> None:
                 await conn.execute(sql, rid, "alice", rid, '{"session_id": "s-1"}', "s-1", None, '{"type": "cron"}',
                                    "webhook", "{}", "{}", enabled, status, True, next_at, None, version, partition,
                                    T0, T0)
+            if with_run:
+                await conn.execute(_RUN_0001.format(", ".join(f"${i}" for i in range(1, 13))), *run)
         finally:
             await conn.close()
         return
@@ -54,6 +64,9 @@ async def _insert_0001_automations(backend: Backend) -> None:
             conn.execute(sql, (rid, "alice", rid, '{"session_id": "s-1"}', "s-1", None, '{"type": "cron"}', "webhook",
                                "{}", "{}", int(enabled), status, 1, None if next_at is None else micros, None, version,
                                partition, micros, micros))
+        if with_run:
+            conn.execute(_RUN_0001.format(", ".join("?" * 12)),
+                         [micros if v is T0 else v for v in run])
 
 
 async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
@@ -64,7 +77,7 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
     async with backend.opened():
         pass
     monkeypatch.undo()
-    await _insert_0001_automations(backend)
+    await _insert_0001_automations(backend, with_run=True)
     upgrading = backend.open(migrate=False)
     await upgrading.start()
     try:
@@ -73,10 +86,13 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
             due, paused = await tx.automations.get("due-1"), await tx.automations.get("paused-1")
             listed = await tx.automations.due(T0 + timedelta(hours=1))
             advanced = await tx.automations.advance_cursor("due-1", 3, T0, T0 + timedelta(days=1))
+            run = await tx.runs.get("run-1")
+            again = await tx.runs.insert(NewRun(automation_id="due-1", dedupe_key="schedule:1", owner_id="alice",
+                                                action_type="webhook"))
             recorded = await tx.idempotency.put("k", {"ok": True})
     finally:
         await upgrading.stop()
-    assert applied == ["0002_idempotency_keys", "0003_automation_state"]
+    assert applied == ["0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first"]
     assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
         True, AutomationStatus.ACTIVE, T0, 3, 7)
     assert (due.owner_id, due.labels, due.trigger, due.created_at) == (
@@ -85,6 +101,9 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
         False, AutomationStatus.PAUSED, None, 1, 9)
     assert [a.id for a in listed] == ["due-1"]
     assert advanced is True
+    assert (run.automation_id, run.dedupe_key, run.status, run.scheduled_for) == (
+        "due-1", "schedule:1", RunStatus.PENDING, T0)
+    assert (again.created, again.run.id) == (False, "run-1")  # invariant 1 holds on the rebuilt index
     assert recorded is True
 
 
@@ -130,13 +149,13 @@ async def test_concurrent_migrations_apply_each_migration_once(backend: Backend)
 
 async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None:
     out = io.StringIO()
-    names = ["0001_init", "0002_idempotency_keys", "0003_automation_state"]
+    names = ["0001_init", "0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first"]
     assert await migrate(backend.url, out) == names
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()
-    assert lines[:3] == [f"applied {name}" for name in names]
-    assert lines[3].endswith("3 migration(s) applied, schema up to date")
-    assert lines[4].endswith("0 migration(s) applied, schema up to date")
+    assert lines[:4] == [f"applied {name}" for name in names]
+    assert lines[4].endswith("4 migration(s) applied, schema up to date")
+    assert lines[5].endswith("0 migration(s) applied, schema up to date")
     assert "actwheel:actwheel@" not in out.getvalue()  # the password is redacted
 
 
