@@ -620,9 +620,11 @@ def _plain_new_run_row(new: NewRun) -> dict[str, Any] | None:
     if (
         status is None or origin is None or new.not_before is not None
         or (scheduled_for is not None and (type(scheduled_for) is not datetime or scheduled_for.tzinfo is not UTC))
-        or not _plain_text(key) or not _plain_text(action_type) or not _plain_text(owner_id)
-        or (automation_id is not None and not _plain_text(automation_id))
-        or (run_id is not None and not _plain_text(run_id))
+        or type(key) is not str or not 0 < len(key) <= _MAX_TEXT
+        or type(action_type) is not str or not 0 < len(action_type) <= _MAX_TEXT
+        or type(owner_id) is not str or not 0 < len(owner_id) <= _MAX_TEXT
+        or (automation_id is not None and (type(automation_id) is not str or not 0 < len(automation_id) <= _MAX_TEXT))
+        or (run_id is not None and (type(run_id) is not str or not 0 < len(run_id) <= _MAX_TEXT))
     ):
         return None
     try:
@@ -646,10 +648,6 @@ def _plain_new_run_row(new: NewRun) -> dict[str, Any] | None:
         "owner_id": owner_id,
         "context": JsonText(context.decode()),
     }
-
-
-def _plain_text(value: Any) -> bool:
-    return type(value) is str and 0 < len(value) <= _MAX_TEXT
 
 
 def _checked_new_run_row(i: int, new: NewRun) -> dict[str, Any]:
@@ -695,6 +693,18 @@ def _inserted_run(sent: Mapping[str, Any], returned: Row, new: NewRun | None = N
     )
 
 
+def _fresh_run(row: Mapping[str, Any], new: NewRun) -> Run:
+    """:func:`_inserted_run` for a row of the bulk insert: its times are the transaction's ``now``
+    (datetimes already), its JSON values the caller's."""
+    return _make_run(
+        row["id"], row["automation_id"], row["dedupe_key"], row["scheduled_for"],
+        _ORIGINS[row["origin"]], _STATUSES[row["status"]], row["reason"],
+        0, row["not_before"], None, None, 0,
+        row["action_type"], new.action_config, new.policy, row["owner_id"], new.context,
+        None, None, row["created_at"], row["updated_at"], None, row["finished_at"],
+    )
+
+
 def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     """The dedupe key of a run: (automation, key) or, for ad hoc runs, ("", owner, key)."""
     if row["automation_id"] is None:
@@ -734,7 +744,7 @@ class SqlRuns(RunRepository):
         # Sorted by key so that concurrent batches take unique-index locks in one order.
         ordered = sorted(rows, key=_run_key)
         if await self._insert_fresh(ordered):
-            return [InsertedRun(run=_inserted_run(r, r, n), created=True) for r, n in zip(rows, news, strict=True)]
+            return [InsertedRun(run=_fresh_run(r, n), created=True) for r, n in zip(rows, news, strict=True)]
         return await self._insert_or_find(rows, ordered)
 
     async def _insert_fresh(self, ordered: list[dict[str, Any]]) -> bool:
