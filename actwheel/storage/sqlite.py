@@ -130,7 +130,7 @@ class _SqliteExecutor(Executor):
         query = self._queries[name]
         sql, pick = _positional(query)
         if "now" in query.params:
-            now = self._clock.now()
+            now = c.to_micros(self._clock.now())  # once, not once per row
             rows = [{**row, "now": now} for row in rows]
         values = [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
         if not guarded:
@@ -212,6 +212,11 @@ class SqliteStore(Store):
             f"PRAGMA busy_timeout = {self._busy_timeout_ms}",
             "PRAGMA journal_mode = WAL",
             "PRAGMA synchronous = NORMAL",
+            # Checkpoint the WAL into the database every ~40 MB instead of every ~4 MB: a batch
+            # of 1000 runs writes hundreds of pages, and each checkpoint ends in an fsync. Same
+            # durability (commits are in the WAL either way); the WAL file grows larger between
+            # checkpoints and the committing transaction that crosses the mark pays for it.
+            "PRAGMA wal_autocheckpoint = 10000",
             "PRAGMA foreign_keys = ON",
         ):
             await conn.execute(pragma)
