@@ -474,6 +474,7 @@ class SqlAutomations(AutomationRepository):
     ) -> Automation:
         params = {"id": automation_id, "expected_version": _version("expected_version", expected_version)}
         params.update(_change_params(changes))
+        await self._lock(automation_id)
         # The version is compared and bumped on the state row first: whoever loses writes nothing.
         state = await self._x.fetchrow("update_automation_state", params)
         if state is None:
@@ -491,6 +492,7 @@ class SqlAutomations(AutomationRepository):
             "enabled": bool(enabled),
             "expected_version": _version("expected_version", expected_version, optional=True),
         }
+        await self._lock(automation_id)
         state = await self._x.fetchrow("set_automation_enabled", params)
         if state is None:
             current = await self.get(automation_id)
@@ -499,6 +501,11 @@ class SqlAutomations(AutomationRepository):
         assert row is not None
         canceled = [] if enabled else await self._cancel_waiting([automation_id], _CANCEL_REASON_DISABLED)
         return _automation_of(row, state), canceled
+
+    async def _lock(self, automation_id: str) -> None:
+        """Lock the specification row before the state row, the order a delete takes them in."""
+        if await self._x.fetchrow("lock_automation", {"id": automation_id}) is None:
+            raise NotFound("automation", automation_id)
 
     async def _cancel_waiting(self, automation_ids: list[str], reason: str) -> list[str]:
         if not automation_ids:

@@ -77,6 +77,11 @@ WHERE enabled AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at 
 ORDER BY next_run_at
 LIMIT :limit;
 
+-- name: lock_automation
+-- Before the state row: every writer takes an automation's rows in the order specs → state
+-- (a delete does, through the cascade), so an update racing a delete waits, never deadlocks.
+SELECT id FROM automation_specs WHERE id = :id FOR NO KEY UPDATE;
+
 -- name: update_automation_state
 UPDATE automation_state SET
     status = coalesce(:status, status),

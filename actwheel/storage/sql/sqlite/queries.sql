@@ -67,6 +67,10 @@ WHERE enabled = 1 AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run
 ORDER BY next_run_at
 LIMIT :limit;
 
+-- name: lock_automation
+-- (PostgreSQL locks the specification row here; SQLite's single writer already serialises.)
+SELECT id FROM automation_specs WHERE id = :id;
+
 -- name: update_automation_state
 UPDATE automation_state SET
     status = coalesce(:status, status),
