@@ -1,4 +1,7 @@
 -- Named queries, PostgreSQL. Parameters are :name (compiled to $n once at load).
+-- Batched UPDATEs name their target rows by primary key (`id = ANY(…)`, or `= ANY(ARRAY(SELECT …))`
+-- over a CTE) as well as joining them: otherwise the planner may hash-join against a sequential
+-- scan of the whole table, a cost that grows with its history.
 -- Batched queries read a JSON array of objects from :rows (json_to_recordset), or, when they name
 -- no :rows, one array per column (:column::type[], unnest: cheaper for a few scalar columns); bulk
 -- inserts of new rows are COPY … FROM STDIN (copy_*: the adapter sends the rows in binary). "now"
@@ -147,6 +150,7 @@ FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::t
             :new_next_run_at::timestamptz[]) AS c (automation_id, version, expected_next_run_at, new_next_run_at)
 WHERE s.automation_id = c.automation_id AND s.version = c.version
   AND s.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
+  AND s.automation_id = ANY(:automation_id::text[])
 RETURNING s.automation_id AS id;
 
 -- name: insert_runs
@@ -210,7 +214,7 @@ UPDATE runs AS r SET
     lease_expires_at = now() + make_interval(secs => :lease_s::float8),
     lease_epoch = r.lease_epoch + 1, attempt = r.attempt + 1,
     started_at = coalesce(r.started_at, now()), updated_at = now()
-FROM c WHERE r.id = c.id
+WHERE r.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING r.*;
 
 -- name: claim_next_runs
@@ -226,7 +230,7 @@ UPDATE runs AS r SET
     lease_expires_at = now() + make_interval(secs => :lease_s::float8),
     lease_epoch = r.lease_epoch + 1, attempt = r.attempt + 1,
     started_at = coalesce(r.started_at, now()), updated_at = now()
-FROM c WHERE r.id = c.id
+WHERE r.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING r.*;
 
 -- name: renew_lease
@@ -246,6 +250,7 @@ FROM json_to_recordset(:rows::json)
            not_before timestamptz)
 WHERE r.id = f.run_id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
   AND r.status IN ('RUNNING', 'COMPENSATING')
+  AND r.id = ANY(:ids::text[])
 RETURNING r.id;
 
 -- name: expired_leases
@@ -280,7 +285,7 @@ WITH c AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE runs AS r SET status = 'PENDING', updated_at = now()
-FROM c WHERE r.id = c.id
+WHERE r.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING r.*;
 
 -- name: cancel_run
