@@ -39,6 +39,7 @@ __all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelT
 
 _log = get_logger("actwheel.ticker")
 _MAX_BATCH = 2_000
+_RESCHEDULE_CHUNK = 256
 #: After a failed transient fire (database unavailable), try the same instant again this much later.
 _TRANSIENT_RETRY_MS = 1_000
 
@@ -177,8 +178,7 @@ class WheelTicker(Actor):
             batch = fired[start : start + _MAX_BATCH]
             await self._publish(AutomationsDue(items=tuple(
                 DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in batch)))
-        for timer in fired:
-            self._schedule_following(timer)
+        await self._schedule_all_following(fired)
         await self._fire_transients([t for t in due if t.transient])
         self._on_wheel_size(len(self._wheel))
         return len(due)
@@ -262,6 +262,15 @@ class WheelTicker(Actor):
                 break
             at = following
         return timer if at == timer.scheduled_for else _Timer(timer.automation_id, at, timer.trigger, timer.transient)
+
+    async def _schedule_all_following(self, fired: Sequence[_Timer]) -> None:
+        """Each fired timer's next instant, yielding to the loop between chunks: in a burst the planners
+        (same loop) start on the announced batches instead of waiting for 10,000 next-instant computations."""
+        for start in range(0, len(fired), _RESCHEDULE_CHUNK):
+            if start:
+                await asyncio.sleep(0)
+            for timer in fired[start : start + _RESCHEDULE_CHUNK]:
+                self._schedule_following(timer)
 
     def _schedule_following(self, timer: _Timer) -> None:
         following = timer.trigger.next_after(timer.scheduled_for)
