@@ -58,9 +58,7 @@ def plan_instants(
 
     ``busy``: how many runs of the automation are still going (``True`` counts as one).
     """
-    instants = _instants(trigger, cursor, scheduled_for)
-    last = instants[-1]
-    following = trigger.next_after(last)
+    instants, following = _instants(trigger, cursor, scheduled_for)
     grace = timedelta(seconds=policy.grace_s)
     late = [at for at in instants if now - at > grace]
     backlog_goes_on = following is not None and following <= scheduled_for  # the cap cut this plan short
@@ -85,14 +83,14 @@ def _overlaps(overlap: str, *, busy: int, queued: int) -> bool:
     return going >= (2 if overlap == "buffer_one" else 1)
 
 
-def _instants(trigger: Trigger, cursor: datetime, scheduled_for: datetime) -> list[datetime]:
+def _instants(trigger: Trigger, cursor: datetime, scheduled_for: datetime) -> tuple[list[datetime], datetime | None]:
+    """The instants from ``cursor`` up to ``scheduled_for`` (at most MAX_INSTANTS), and the one after them."""
     instants = [cursor]
-    while len(instants) < MAX_INSTANTS:
-        following = trigger.next_after(instants[-1])
-        if following is None or following > scheduled_for:
-            break
+    following = trigger.next_after(cursor)
+    while following is not None and following <= scheduled_for and len(instants) < MAX_INSTANTS:
         instants.append(following)
-    return instants
+        following = trigger.next_after(following)
+    return instants, following
 
 
 def _skip_reason(at: datetime, *, late_set: list[datetime], fire_late: datetime | None,

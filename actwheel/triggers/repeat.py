@@ -101,7 +101,7 @@ _EXPECTED_DT = ("an ISO-8601 date-time, with an offset ('2026-10-01T09:00:00+08:
 
 def _utc(instant: datetime) -> datetime:
     # Aware datetimes sharing a tzinfo compare by wall time, ignoring fold: compare in UTC.
-    return instant.astimezone(UTC)
+    return instant if instant.tzinfo is UTC else instant.astimezone(UTC)
 
 
 # ---------------------------------------------------------------- the trigger
