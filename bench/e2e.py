@@ -2,14 +2,16 @@
 
 Three scenarios, each on a fresh database (and, on the services stack, fresh bus names):
 
-- ``burst``: N automations (default 10,000) due at the same instant. Fire lateness = the run row's
-  ``created_at`` (the planner's transaction time) − ``scheduled_for``: p50 / p99 / max; and the
-  time from the instant until every run is SUCCEEDED (its ``finished_at``).
+- ``burst``: N automations (default 10,000) due at the same instant. Fire lateness = the time the
+  planner's transaction that inserted the run had COMMITTED (its commit observer, wall clock)
+  − ``scheduled_for``: p50 / p99 / max; also, as ``created_*``, the run row's ``created_at``
+  (on PostgreSQL the transaction's *start*, which understates lateness by the transaction's
+  length); and the time from the instant until every run is SUCCEEDED (its ``finished_at``).
 - ``sustained``: R automations firing every second (overlap ``allow``) for D seconds: runs/s that
   went through every hop — fired, claimed, executed, finished, audited by the auditor (a LIFECYCLE
   audit row) and CDC-published (its outbox rows published) — measured after a warm-up; plus
   what was still in flight when the window closed.
-- ``idle``: one automation every second: fire lateness p50 / p99 / max.
+- ``idle``: one automation every second: fire lateness (committed − ``scheduled_for``) p50 / p99 / max.
 
 Stacks: ``embedded`` (SQLite file + in-process bus) and ``services`` (PostgreSQL + RabbitMQ,
 ``ACTWHEEL_BENCH_DATABASE_URL`` / ``ACTWHEEL_BENCH_BROKER_URL``, default the ops/dev-services ones).
@@ -33,7 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from actwheel.actors.planner import Planner
 from actwheel.bus import AmqpBus, MemoryBus, Topology
 from actwheel.bus.base import Bus
 from actwheel.clock import SystemClock
@@ -49,7 +52,7 @@ from actwheel.logs import configure_logging
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
-from actwheel.storage.records import NewAutomation
+from actwheel.storage.records import NewAutomation, Run, RunStatus
 
 DATABASE_URL = os.environ.get("ACTWHEEL_BENCH_DATABASE_URL",
                               "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel")
@@ -69,11 +72,25 @@ TARGETS = {
 
 @dataclass
 class StackRun:
-    """One engine on a fresh database; ``sql`` reads what happened."""
+    """One engine on a fresh database; ``sql`` reads what happened; ``commits`` what the planner committed."""
 
     kind: str
     engine: Engine
     database_url: str
+    commits: list[tuple[float, float]] = field(default_factory=list)  # (scheduled_for, committed at), epoch s
+
+    def watch_commits(self) -> None:
+        planner = self.engine.actors.get("planner")
+        if isinstance(planner, Planner):
+            planner.on_commit(self._committed)
+
+    def _committed(self, runs: Sequence[Run], at: datetime) -> None:
+        committed = at.timestamp()
+        self.commits.extend((r.scheduled_for.timestamp(), committed) for r in runs
+                            if r.status is RunStatus.PENDING and r.scheduled_for is not None)
+
+    def fire_lateness(self) -> list[float]:
+        return [committed - scheduled for scheduled, committed in self.commits]
 
     @property
     def store(self) -> Store:
@@ -140,7 +157,9 @@ async def stack_run(kind: str) -> AsyncIterator[StackRun]:
     async with fresh_database(kind) as url:
         engine = build_engine(kind, url)
         try:
-            yield StackRun(kind, engine, url)
+            run = StackRun(kind, engine, url)
+            run.watch_commits()
+            yield run
         finally:
             await engine.stop()
             await delete_bus_names(engine)
@@ -252,9 +271,10 @@ async def burst(kind: str, n: int, lead_s: float) -> dict[str, Any]:
             raise RuntimeError(f"setup took too long ({setup_s:.1f}s, {slack:.1f}s left): raise --lead")
         done_at = await wait_count(run, "succeeded", n, within=slack + 120, every=0.25)  # polling costs the engine CPU
         times = await run_times(run)
-        lateness = [created - scheduled for scheduled, created, _, _ in times]
+        created = percentiles([created - scheduled for scheduled, created, _, _ in times])
         finished = [f for *_, f, status in times if f is not None]
-        return {"automations": n, **percentiles(lateness),
+        return {"automations": n, **percentiles(run.fire_lateness()),
+                **{f"created_{k}": v for k, v in created.items() if k != "n"},
                 "all_succeeded_s": round(max(finished) - due.timestamp(), 3),
                 "seen_succeeded_s": round(done_at - due.timestamp(), 3), "setup_s": round(setup_s, 1)}
 
@@ -293,7 +313,9 @@ async def idle(kind: str, seconds: int) -> dict[str, Any]:
         await run.engine.start()
         await wait_count(run, "succeeded", seconds, within=seconds + 30, every=0.5)
         times = await run_times(run)
-        return {"seconds": seconds, **percentiles([created - scheduled for scheduled, created, _, _ in times])}
+        created = percentiles([created - scheduled for scheduled, created, _, _ in times])
+        return {"seconds": seconds, **percentiles(run.fire_lateness()),
+                **{f"created_{k}": v for k, v in created.items() if k != "n"}}
 
 
 # --- main -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ again; an announcement the cursor has already passed is stale and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +42,7 @@ from actwheel.storage.records import (
     NewRun,
     Origin,
     PrincipalStatus,
+    Run,
     RunStatus,
 )
 from actwheel.triggers import Trigger, parse
@@ -74,6 +75,7 @@ class Planner(ConsumerActor):
         self._event_index = EventIndex(store=store, clock=clock)
         self._bound: frozenset[str] = frozenset()
         self._parsed = _ParsedSpecs()
+        self._observers: list[Callable[[Sequence[Run], datetime], None]] = []
 
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
@@ -203,8 +205,16 @@ class Planner(ConsumerActor):
         if rows:
             await tx.outbox.append_many(rows)
 
+    def on_commit(self, observer: Callable[[Sequence[Run], datetime], None]) -> None:
+        """Call ``observer(created runs, commit time)`` after each committed due batch (metrics, benchmarks)."""
+        self._observers.append(observer)
+
     def _observe(self, inserted: list[InsertedRun]) -> None:
         now = self._clock.now()
+        if self._observers:
+            created = [item.run for item in inserted if item.created]
+            for observer in self._observers:
+                observer(created, now)
         for item in inserted:
             run = item.run
             if not item.created:
