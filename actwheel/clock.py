@@ -16,6 +16,9 @@ from datetime import UTC, datetime, timedelta
 
 __all__ = ["Clock", "SystemClock", "VirtualClock"]
 
+#: SystemClock.sleep_precisely yields (instead of sleeping) for this last stretch before a deadline.
+_SPIN_S = 0.003
+
 
 class Clock(ABC):
     """A source of the current instant and a way to wait for a later one."""
@@ -36,6 +39,10 @@ class Clock(ABC):
         """Return once this clock reads ``instant`` or later."""
         await self.sleep((instant - self.now()).total_seconds())
 
+    async def sleep_precisely(self, seconds: float) -> None:
+        """Like :meth:`sleep`, as close to the deadline as the clock can (the wheel ticker's wake-up)."""
+        await self.sleep(seconds)
+
 
 class SystemClock(Clock):
     """The machine's wall clock; ``sleep`` is :func:`asyncio.sleep`."""
@@ -48,6 +55,19 @@ class SystemClock(Clock):
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+    async def sleep_precisely(self, seconds: float) -> None:
+        """Sleep until ``_SPIN_S`` before the deadline, then yield to the loop until it has passed.
+
+        A bare :func:`asyncio.sleep` wakes 1-2 ms late here (the selector's millisecond timeout
+        and the kernel's timer slack); the last stretch is spent yielding (other tasks run), which
+        costs at most ``_SPIN_S`` of CPU per wake-up.
+        """
+        deadline = time.monotonic() + max(0.0, seconds)
+        if seconds > _SPIN_S:
+            await asyncio.sleep(seconds - _SPIN_S)
+        while time.monotonic() < deadline:  # noqa: ASYNC110 - a deliberate yield-spin, bounded by _SPIN_S
+            await asyncio.sleep(0)
 
 
 class VirtualClock(Clock):

@@ -11,11 +11,15 @@ from actwheel.clock import Clock
 __all__ = ["sleep_or_wake"]
 
 
-async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event) -> None:
-    """Sleep ``seconds`` on ``clock``, returning early when any of ``events`` is set."""
+async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event, precise: bool = False) -> None:
+    """Sleep ``seconds`` on ``clock``, returning early when any of ``events`` is set.
+
+    ``precise``: wake as close to the deadline as the clock can (:meth:`Clock.sleep_precisely`).
+    """
     if any(e.is_set() for e in events):
         return
-    waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(clock.sleep(seconds))]
+    sleep = clock.sleep_precisely if precise else clock.sleep
+    waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(sleep(seconds))]
     waiters += [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

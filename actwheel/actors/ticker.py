@@ -159,7 +159,7 @@ class WheelTicker(Actor):
             self.mark_ready()
             while not self.stopping.is_set():
                 await self.tick()
-                await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping)
+                await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping, precise=True)
                 self._wake.clear()
         finally:
             if unwatch is not None:
@@ -310,7 +310,7 @@ class WheelTicker(Actor):
         seconds = (refill_at - self._clock.now()).total_seconds()
         next_ms = self._wheel.next_due_ms()
         if next_ms is not None:
-            seconds = min(seconds, (next_ms - self._clock.now_ms()) / 1000)
+            seconds = min(seconds, next_ms / 1000 - self._clock.now().timestamp())
         return max(0.0, seconds)
 
 
