@@ -101,7 +101,11 @@ _EXPECTED_DT = ("an ISO-8601 date-time, with an offset ('2026-10-01T09:00:00+08:
 
 def _utc(instant: datetime) -> datetime:
     # Aware datetimes sharing a tzinfo compare by wall time, ignoring fold: compare in UTC.
-    return instant if instant.tzinfo is UTC else instant.astimezone(UTC)
+    # An instant already in UTC (either spelling) has no fold: it is returned as it is.
+    return instant if instant.tzinfo is UTC or instant.tzinfo is _ZONE_UTC else instant.astimezone(UTC)
+
+
+_ZONE_UTC = ZoneInfo("UTC")  # ZoneInfo caches: every ZoneInfo("UTC") is this object
 
 
 # ---------------------------------------------------------------- the trigger
