@@ -143,6 +143,9 @@ class WheelTicker(Actor):
         self._wheel: TimingWheel[str, _Timer] = TimingWheel(now_ms=clock.now_ms())
         self._loaded_until: datetime | None = None
         self._wake = asyncio.Event()
+        # Automations changed since the current tick took its due timers: their change placed (or
+        # removed) their timer, which the tick's rescheduling from the old trigger must not undo.
+        self._changed_in_tick: set[str] = set()
 
     @property
     def wheel_size(self) -> int:
@@ -172,6 +175,7 @@ class WheelTicker(Actor):
         if await self._refresh_partitions() or self._needs_refill():
             await self.refill()
         now = self._clock.now()
+        self._changed_in_tick.clear()
         due = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
         fired = [t for t in due if not t.transient]
         for start in range(0, len(fired), _MAX_BATCH):
@@ -202,6 +206,7 @@ class WheelTicker(Actor):
         """Apply a created / updated / enabled / disabled / deleted / completed event at once."""
         if self._is_transient_timer(change.automation_id):
             return  # no row and no events: its registry tells this ticker directly
+        self._changed_in_tick.add(change.automation_id)
         if change.change in ("disabled", "deleted", "completed"):
             self._wheel.cancel(change.automation_id)
         else:
@@ -216,6 +221,7 @@ class WheelTicker(Actor):
 
     def apply_transient_change(self, automation_id: str) -> None:
         """The registry changed a transient automation (created, edited, disabled, fired, deleted)."""
+        self._changed_in_tick.add(automation_id)
         row = self._transients.get_scheduled(automation_id) if self._transients is not None else None
         if row is None or not self._in_horizon(row.next_run_at):
             self._wheel.cancel(automation_id)  # beyond the horizon: the next refill loads it
@@ -270,7 +276,8 @@ class WheelTicker(Actor):
             if start:
                 await asyncio.sleep(0)
             for timer in fired[start : start + _RESCHEDULE_CHUNK]:
-                self._schedule_following(timer)
+                if timer.automation_id not in self._changed_in_tick:
+                    self._schedule_following(timer)
 
     def _schedule_following(self, timer: _Timer) -> None:
         following = timer.trigger.next_after(timer.scheduled_for)

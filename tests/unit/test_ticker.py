@@ -302,3 +302,48 @@ async def test_due_items_carry_the_trigger_instant() -> None:
     item = DueItem(automation_id="a", scheduled_for=T0)
     assert AutomationsDue(items=(item,)).to_data() == {"items": [{"automation_id": "a",
                                                                  "scheduled_for": T0.isoformat()}]}
+
+
+# --- changes that arrive while a tick is announcing -------------------------------------------
+
+
+async def _ticker_changing_during_publish(source: Source, change: Callable[[WheelTicker], Awaitable[None]]
+                                          ) -> WheelTicker:
+    """A ticker whose first announcement lets ``change`` run (as a change event would, between awaits)."""
+    clock = VirtualClock(T0)
+    holder: list[WheelTicker] = []
+
+    async def publish(message: AutomationsDue) -> None:
+        await change(holder[0])
+
+    ticker = WheelTicker(source=source, publish=publish, clock=clock)
+    holder.append(ticker)
+    await ticker.refill()
+    clock.set(T0 + timedelta(minutes=1))
+    await ticker.tick()
+    return ticker
+
+
+async def test_a_disable_during_the_announcement_is_not_undone_by_rescheduling() -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+
+    async def disable(ticker: WheelTicker) -> None:
+        del source.rows["a"]
+        await ticker.apply_change(AutomationChanged(automation_id="a", change="disabled"))
+
+    ticker = await _ticker_changing_during_publish(source, disable)
+    assert ticker.wheel_size == 0
+
+
+async def test_an_edit_during_the_announcement_keeps_the_edited_schedule() -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    every_ten_seconds = {"type": "cron", "expression": "*/10 * * * * ?", "timezone": "UTC"}
+
+    async def edit(ticker: WheelTicker) -> None:
+        source.add("a", T0 + timedelta(minutes=1, seconds=10), spec=every_ten_seconds)
+        await ticker.apply_change(AutomationChanged(automation_id="a", change="updated"))
+
+    ticker = await _ticker_changing_during_publish(source, edit)
+    assert ticker._wheel.due_ms_of("a") == int((T0 + timedelta(minutes=1, seconds=10)).timestamp() * 1000)
