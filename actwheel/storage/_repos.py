@@ -863,8 +863,7 @@ class SqlRuns(RunRepository):
         rows = sorted((_outcome_row(i, o) for i, o in enumerate(outcomes)), key=lambda r: r["run_id"])
         if not rows:
             return set()
-        ids = {"ids": [r["run_id"] for r in rows]}  # lets PostgreSQL find them by primary key
-        return {r["id"] for r in await self._x.fetch_rows("finish_runs", rows, ids)}
+        return {r["id"] for r in await self._x.fetch_rows("finish_runs", rows)}
 
     async def expired_leases(self, limit: int = 100) -> list[Run]:
         return [_run(r) for r in await self._x.fetch("expired_leases", {"limit": _limit(limit)})]

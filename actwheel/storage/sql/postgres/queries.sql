@@ -203,9 +203,13 @@ WHERE id = :id AND status = 'PENDING' AND (not_before IS NULL OR not_before <= n
 RETURNING *;
 
 -- name: claim_runs
+-- The rows are found by primary key only: with the status in the scan's WHERE, a planner whose
+-- statistics lag a burst (the pending count grows by thousands between ANALYZEs) reads the
+-- whole runs_pending index and its heap pages instead (≈ 10 ms per 1000 claims at 60k pending).
+-- A row some other claimer holds is skipped; the status is checked on the locked row.
 WITH c AS (
     SELECT id FROM runs
-    WHERE id = ANY(:ids::text[]) AND status = 'PENDING' AND (not_before IS NULL OR not_before <= now())
+    WHERE id = ANY(:ids::text[])
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 )
@@ -215,6 +219,7 @@ UPDATE runs AS r SET
     lease_epoch = r.lease_epoch + 1, attempt = r.attempt + 1,
     started_at = coalesce(r.started_at, now()), updated_at = now()
 WHERE r.id = ANY(ARRAY(SELECT id FROM c))
+  AND r.status = 'PENDING' AND (r.not_before IS NULL OR r.not_before <= now())
 RETURNING r.*;
 
 -- name: claim_next_runs
@@ -239,6 +244,9 @@ WHERE id = :id AND lease_owner = :owner AND lease_epoch = :epoch AND status IN (
 RETURNING id;
 
 -- name: finish_runs
+-- Joined by primary key only (a nested loop of index lookups). An extra `r.id = ANY(ids)` made
+-- the planner take the runs for 10 rows, scan runs_leased and compare every outcome with every
+-- run (1000 x 1000 / 2 join-filter checks, ≈ 45 ms per batch of 1000).
 UPDATE runs AS r SET
     status = f.status, reason = f.reason, result = f.result, error = f.error, not_before = f.not_before,
     lease_owner = CASE WHEN f.status = 'COMPENSATING' THEN r.lease_owner END,
@@ -250,7 +258,6 @@ FROM json_to_recordset(:rows::json)
            not_before timestamptz)
 WHERE r.id = f.run_id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
   AND r.status IN ('RUNNING', 'COMPENSATING')
-  AND r.id = ANY(:ids::text[])
 RETURNING r.id;
 
 -- name: expired_leases
