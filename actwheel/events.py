@@ -6,9 +6,9 @@ change (DESIGN invariant 4). The envelope id is the event id consumers dedupe by
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import groupby
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -27,19 +27,31 @@ from actwheel.messages import (
 )
 from actwheel.storage.records import Automation, NewOutboxMessage, Run
 
-__all__ = ["EventFactory", "transition_of"]
+__all__ = ["MAX_EVENT_TEXT", "EventFactory", "transition_of"]
 
 #: Ready run ids per ``run.ready`` message: one message, one consumer transaction.
 READY_BATCH = 500
-#: Results are user data of any size: a batched message stops growing past this many bytes of them.
-_RESULT_BYTES_PER_MESSAGE = 256 * 1024
+#: Texts and results are user data of any size: a batched message stops growing past this many bytes
+#: of them (well under the bus's 1 MiB message limit, whatever the 500 entries' fixed fields add).
+_TEXT_BYTES_PER_MESSAGE = 256 * 1024
+
+
+#: Longest ``summary`` / ``error`` text an event carries (the run row keeps the whole text).
+MAX_EVENT_TEXT = 4096
+_TRUNCATED = "… (truncated; the run record has the full text)"
 
 
 def transition_of(run: Run, *, summary: str | None = None, error: str | None = None) -> RunTransition:
-    """The lifecycle entry for ``run`` in its current status."""
-    return RunTransition(run_id=run.id, automation_id=run.automation_id, status=run.status.value, reason=run.reason,
-                         attempt=run.attempt, scheduled_for=run.scheduled_for, action_type=run.action_type,
-                         summary=summary, error=error)
+    """The lifecycle entry for ``run`` in its current status (long texts cut to MAX_EVENT_TEXT)."""
+    return RunTransition(run_id=run.id, automation_id=run.automation_id, status=run.status.value,
+                         reason=_bounded(run.reason), attempt=run.attempt, scheduled_for=run.scheduled_for,
+                         action_type=run.action_type, summary=_bounded(summary), error=_bounded(error))
+
+
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_EVENT_TEXT:
+        return text
+    return text[: MAX_EVENT_TEXT - len(_TRUNCATED)] + _TRUNCATED
 
 
 class EventFactory:
@@ -72,14 +84,13 @@ class EventFactory:
         return self.row(self.topology.events, message.routing_key, message)
 
     def runs_transitioned(self, transitions: Sequence[RunTransition]) -> list[NewOutboxMessage]:
-        """``run.<status>`` messages: one per status (in first-seen order), at most EVENT_BATCH entries each."""
+        """``run.<status>`` messages: one per status (in first-seen order), at most EVENT_BATCH entries
+        and about ``_TEXT_BYTES_PER_MESSAGE`` of texts each."""
         rows = []
         order = {status: i for i, status in reversed(list(enumerate(t.status for t in transitions)))}
         by_status = sorted(transitions, key=lambda t: order[t.status])
         for status, group in groupby(by_status, key=lambda t: t.status):
-            entries = list(group)
-            for i in range(0, len(entries), EVENT_BATCH):
-                chunk = tuple(entries[i : i + EVENT_BATCH])
+            for chunk in _chunks(list(group), _transition_weight):
                 message = RunsTransitioned(status=status, runs=chunk)
                 rows.append(self.row(self.topology.events, message.routing_key, message,
                                      correlation_id=chunk[0].run_id if len(chunk) == 1 else None))
@@ -99,7 +110,7 @@ class EventFactory:
         """``action.completed`` for every successful action, batched (by count and by result size)."""
         return [self.row(self.topology.events, ActionsCompleted.ROUTING_KEY, ActionsCompleted(actions=chunk),
                          correlation_id=chunk[0].run_id if len(chunk) == 1 else None)
-                for chunk in _chunks_by_size(completed)]
+                for chunk in _chunks(completed, _result_weight)]
 
     def action_completed(self, run: Run, result: dict[str, Any]) -> NewOutboxMessage:
         """``action.completed`` for one successful action."""
@@ -107,15 +118,27 @@ class EventFactory:
                                                        action_type=run.action_type, result=result)])[0]
 
 
-def _chunks_by_size(completed: Sequence[CompletedAction]) -> Iterator[tuple[CompletedAction, ...]]:
-    chunk: list[CompletedAction] = []
+_E = TypeVar("_E")
+
+
+def _chunks(entries: Sequence[_E], weight: Callable[[_E], int]) -> Iterator[tuple[_E, ...]]:
+    """``entries`` in order, cut at EVENT_BATCH entries or ``_TEXT_BYTES_PER_MESSAGE`` of weight."""
+    chunk: list[_E] = []
     size = 0
-    for item in completed:
-        weight = len(orjson.dumps(item.result, default=str)) if item.result else 0
-        if chunk and (len(chunk) >= EVENT_BATCH or size + weight > _RESULT_BYTES_PER_MESSAGE):
+    for entry in entries:
+        heavy = weight(entry)
+        if chunk and (len(chunk) >= EVENT_BATCH or size + heavy > _TEXT_BYTES_PER_MESSAGE):
             yield tuple(chunk)
             chunk, size = [], 0
-        chunk.append(item)
-        size += weight
+        chunk.append(entry)
+        size += heavy
     if chunk:
         yield tuple(chunk)
+
+
+def _transition_weight(transition: RunTransition) -> int:
+    return sum(len(text) for text in (transition.summary, transition.error, transition.reason) if text)
+
+
+def _result_weight(completed: CompletedAction) -> int:
+    return len(orjson.dumps(completed.result, default=str)) if completed.result else 0

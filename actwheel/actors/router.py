@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 import structlog
 
 from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, DispatchRequest
@@ -38,7 +39,7 @@ from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
 from actwheel.storage.retry import in_transaction
 
-__all__ = ["ExecutorRouter", "request_of"]
+__all__ = ["MAX_RESULT_BYTES", "ExecutorRouter", "bounded_result", "request_of"]
 
 _log = get_logger("actwheel.router")
 
@@ -161,7 +162,7 @@ class ExecutorRouter(ConsumerActor):
 
     async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
         status, reason, not_before = self._decide(run, outcome)
-        masked = mask_secrets(outcome.result.as_dict())
+        masked = bounded_result(mask_secrets(outcome.result.as_dict()))
         applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before, masked))
         if not applied:
             _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
@@ -269,8 +270,33 @@ def _policy(run: Run) -> Policy:
 def _outcome_row(finish: _Finish, owner: str) -> RunOutcome:
     result = finish.outcome.result
     return RunOutcome(run_id=finish.run.id, owner=owner, epoch=finish.run.lease_epoch, status=finish.status,
-                      reason=finish.reason, result=finish.masked_result, error=result.error,
+                      reason=finish.reason, result=finish.masked_result, error=_bounded_error(result.error),
                       not_before=finish.not_before)
+
+
+#: The most of an action's result (encoded) a run record and its events keep; more is replaced by a note.
+MAX_RESULT_BYTES = 64 * 1024
+
+
+def bounded_result(result: dict[str, Any]) -> dict[str, Any]:
+    """``result``, or a small note in its place when it encodes to more than MAX_RESULT_BYTES.
+
+    One finish transaction commits many runs: a result the store would refuse (256 KiB) must
+    not fail its neighbours' finishes, nor make an event too big for the bus.
+    """
+    size = len(orjson.dumps(result, default=str))
+    if size <= MAX_RESULT_BYTES:
+        return result
+    summary = result.get("summary")
+    return {"status": result.get("status"), "summary": summary if isinstance(summary, str) else None,
+            "truncated": True, "bytes": size,
+            "note": f"the result was {size} bytes; at most {MAX_RESULT_BYTES} are kept"}
+
+
+def _bounded_error(error: str | None) -> str | None:
+    if error is None or len(error) <= MAX_RESULT_BYTES // 4:
+        return error
+    return error[: MAX_RESULT_BYTES // 4] + "… (truncated)"
 
 
 def _audit_rows(finish: _Finish, actor: str) -> list[NewAuditEntry]:

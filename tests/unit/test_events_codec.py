@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from actwheel.bus.envelope import SCHEMA_VERSION, SCHEMA_VERSION_HEADER, decode
+from actwheel.bus.envelope import DEFAULT_MAX_BYTES, SCHEMA_VERSION, SCHEMA_VERSION_HEADER, decode
 from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.events import READY_BATCH, EventFactory, transition_of
+from actwheel.events import MAX_EVENT_TEXT, READY_BATCH, EventFactory, transition_of
 from actwheel.messages import (
     EVENT_BATCH,
     ActionsCompleted,
@@ -168,3 +168,20 @@ async def test_rows_written_by_the_service_decode_back(engine: Engine) -> None:
         version=automation.version)
     assert messages["run.ready"] == RunsReady(run_ids=(run.id,))
     assert {decode(r.body).source for r in rows} == {"actwheel/t"}
+
+
+def test_a_batch_of_long_failures_stays_under_the_bus_limit(factory: EventFactory) -> None:
+    error = "function demo raised ValueError: " + "x" * 1100
+    runs = [_run(id=f"r{i}", status=RunStatus.FAILED) for i in range(EVENT_BATCH)]
+    rows = factory.runs_transitioned([transition_of(r, summary=error, error=error) for r in runs])
+    assert len(rows) > 1  # 500 entries of ~2.2 KB of text would be one message over 1 MiB
+    assert all(len(r.body) <= DEFAULT_MAX_BYTES for r in rows)
+    assert [t.run_id for r in rows for t in _decoded(r)[1].runs] == [r.id for r in runs]  # type: ignore[attr-defined]
+
+
+def test_event_texts_are_cut(factory: EventFactory) -> None:
+    transition = transition_of(_run(status=RunStatus.FAILED), error="e" * 10 * MAX_EVENT_TEXT, summary="short")
+    assert transition.error is not None
+    assert len(transition.error) == MAX_EVENT_TEXT
+    assert transition.error.endswith("the run record has the full text)")
+    assert transition.summary == "short"
