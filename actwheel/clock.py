@@ -16,8 +16,11 @@ from datetime import UTC, datetime, timedelta
 
 __all__ = ["Clock", "SystemClock", "VirtualClock"]
 
-#: SystemClock.sleep_precisely yields (instead of sleeping) for this last stretch before a deadline.
+#: SystemClock.sleep_precisely yields (instead of sleeping) for this last stretch before a deadline,
+#: only for waits of at least _PRECISE_MIN_S, and for at most _SPIN_BUDGET_S per second in all.
 _SPIN_S = 0.003
+_PRECISE_MIN_S = 0.010
+_SPIN_BUDGET_S = 0.020
 
 
 class Clock(ABC):
@@ -47,6 +50,10 @@ class Clock(ABC):
 class SystemClock(Clock):
     """The machine's wall clock; ``sleep`` is :func:`asyncio.sleep`."""
 
+    def __init__(self) -> None:
+        self._spin_second = 0
+        self._spun_s = 0.0
+
     def now(self) -> datetime:
         return datetime.now(UTC)
 
@@ -60,14 +67,25 @@ class SystemClock(Clock):
         """Sleep until ``_SPIN_S`` before the deadline, then yield to the loop until it has passed.
 
         A bare :func:`asyncio.sleep` wakes 1-2 ms late here (the selector's millisecond timeout
-        and the kernel's timer slack); the last stretch is spent yielding (other tasks run), which
-        costs at most ``_SPIN_S`` of CPU per wake-up.
+        and the kernel's timer slack); the last stretch is spent yielding (other tasks run). Bounded:
+        waits shorter than ``_PRECISE_MIN_S`` (dense timers) are plain sleeps, and at most
+        ``_SPIN_BUDGET_S`` per second is spent yielding; past it, plain sleeps until the next second.
         """
-        deadline = time.monotonic() + max(0.0, seconds)
-        if seconds > _SPIN_S:
-            await asyncio.sleep(seconds - _SPIN_S)
-        while time.monotonic() < deadline:  # noqa: ASYNC110 - a deliberate yield-spin, bounded by _SPIN_S
+        if seconds < _PRECISE_MIN_S or not self._spin_allowed():
+            await asyncio.sleep(max(0.0, seconds))
+            return
+        deadline = time.monotonic() + seconds
+        await asyncio.sleep(seconds - _SPIN_S)
+        spin_started = time.monotonic()
+        while time.monotonic() < deadline:  # noqa: ASYNC110 - a deliberate yield-spin, bounded above
             await asyncio.sleep(0)
+        self._spun_s += time.monotonic() - spin_started
+
+    def _spin_allowed(self) -> bool:
+        second = int(time.monotonic())
+        if second != self._spin_second:
+            self._spin_second, self._spun_s = second, 0.0
+        return self._spun_s < _SPIN_BUDGET_S
 
 
 class VirtualClock(Clock):

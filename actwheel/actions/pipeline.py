@@ -251,17 +251,20 @@ class DispatchPipeline:
 class _ValidConfigs:
     """Remembers configs that passed validation (a run of an automation repeats its config every time).
 
-    Speed only: validation is a pure function of the definition and the config, and only
-    successes are remembered, so removing this cache changes no outcome. Bounded; cleared when full.
+    Speed only: only successes are remembered, so removing this cache changes no outcome.
+    Validation is a pure function of the definition and the config because the registries a
+    definition's ``check``/``schema`` consult (functions, channels, action types) only ever
+    grow: a config valid once stays valid. Keyed by the definition object itself (held, so its
+    identity cannot be reused). Bounded; cleared when full.
     """
 
     def __init__(self, capacity: int = 4096) -> None:
         self._capacity = capacity
-        self._valid: set[tuple[int, bytes]] = set()
+        self._valid: set[tuple[ActionDefinition, bytes]] = set()
 
     def errors(self, definition: ActionDefinition, config: Mapping[str, Any]) -> list[FieldError]:
         try:
-            key = (id(definition), orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
+            key = (definition, orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
         except TypeError:  # not JSON (cannot come from storage or the bus): validate every time
             return definition.validate(config)
         if key in self._valid:

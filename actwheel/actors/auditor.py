@@ -8,20 +8,22 @@ group committed.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 from actwheel.actors import queues
 from actwheel.actors.batching import GroupCommitter
-from actwheel.actors.consumer import ConsumerActor, Intake
+from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.bus.base import Bus, Delivery, Retry
-from actwheel.errors import StorageUnavailable
-from actwheel.messages import ActionsCompleted, RunsTransitioned
+from actwheel.errors import ActwheelError, InvalidInput, StorageUnavailable
+from actwheel.messages import ActionsCompleted, RunsTransitioned, message_from_data
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewAuditEntry
 
 __all__ = ["Auditor", "audit_entries_of"]
 
+_MAX_EVENT_ID = 255
 _PHASES = {"run": "LIFECYCLE", "automation": "AUTOMATION", "action": "ACTION", "cdc": "CDC"}
 
 
@@ -33,19 +35,24 @@ class Auditor(ConsumerActor):
         self._store = store
         self._prefix = queue_prefix
         self._prefetch = prefetch
-        self._committer: GroupCommitter[list[NewAuditEntry], int] = GroupCommitter(self._append, max_batch=100)
+        self._committer: GroupCommitter[list[NewAuditEntry], int | ActwheelError] = GroupCommitter(
+            self._append, max_batch=100)
 
     def intake(self) -> Sequence[Intake]:
         return (Intake(queues.auditor_events(self.bus.topology, self._prefix), self.on_event, self._prefetch),)
 
     async def on_event(self, delivery: Delivery) -> None:
-        entries = audit_entries_of(delivery)
-        if not entries:
-            return
         try:
-            await self._committer.submit(entries)
+            entries = audit_entries_of(delivery)
+            if not entries:
+                return
+            outcome = await self._committer.submit(entries)
+            if isinstance(outcome, ActwheelError):
+                raise outcome
         except StorageUnavailable:
             raise Retry(delay=1.0) from None
+        except ActwheelError as exc:  # a malformed batch, or entries the store refuses: this delivery only
+            raise outcome_of(exc) from exc
 
     async def run(self) -> None:
         # A fresh committer per (re)start: drain() closes the previous one.
@@ -55,10 +62,22 @@ class Auditor(ConsumerActor):
     async def drain(self) -> None:
         await self._committer.close()
 
-    async def _append(self, batches: Sequence[list[NewAuditEntry]]) -> list[int]:
-        async with self._store.transaction() as tx:
-            await tx.audit.append_many([entry for entries in batches for entry in entries])
+    async def _append(self, batches: Sequence[list[NewAuditEntry]]) -> list[int | ActwheelError]:
+        """One transaction for all deliveries; if the store refuses one's entries, each delivery on its own."""
+        try:
+            async with self._store.transaction() as tx:
+                await tx.audit.append_many([entry for entries in batches for entry in entries])
+        except InvalidInput:
+            return [await self._append_alone(entries) for entries in batches]
         return [len(entries) for entries in batches]
+
+    async def _append_alone(self, entries: list[NewAuditEntry]) -> int | ActwheelError:
+        try:
+            async with self._store.transaction() as tx:
+                await tx.audit.append_many(entries)
+        except InvalidInput as exc:
+            return exc
+        return len(entries)
 
 
 def audit_entries_of(delivery: Delivery) -> list[NewAuditEntry]:
@@ -70,10 +89,16 @@ def audit_entries_of(delivery: Delivery) -> list[NewAuditEntry]:
     data: dict[str, Any] = envelope.data
     phase = _PHASES.get(delivery.routing_key.split(".", 1)[0], "EVENT")
     entries = _BATCHED.get(envelope.type)
-    if entries is not None and isinstance(data.get(entries), list):
-        return [_entry(delivery, phase, item, f"{envelope.id}:{item.get('run_id')}")
-                for item in data[entries] if isinstance(item, dict)]
-    return [_entry(delivery, phase, data, envelope.id)]
+    if entries is None:
+        return [_entry(delivery, phase, data, envelope.id)]
+    message_from_data(envelope.type, data)  # a malformed batch is refused whole (InvalidMessage), never half-audited
+    return [_entry(delivery, phase, item, _entry_id(envelope.id, item["run_id"])) for item in data[entries]]
+
+
+def _entry_id(envelope_id: str, run_id: str) -> str:
+    """``<envelope id>:<run id>``, or its SHA-256 when that is longer than an event id may be."""
+    event_id = f"{envelope_id}:{run_id}"
+    return event_id if len(event_id) <= _MAX_EVENT_ID else hashlib.sha256(event_id.encode()).hexdigest()
 
 
 #: Batched message types and the key of their entries.

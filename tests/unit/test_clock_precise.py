@@ -38,3 +38,19 @@ async def test_precise_sleep_or_wake_returns_early_on_an_event() -> None:
     woken.set()
     await asyncio.wait_for(sleeper, 1)
     assert clock.sleepers == 0  # the clock sleep was cancelled, not left behind
+
+
+async def test_yielding_is_bounded_per_second() -> None:
+    clock = SystemClock()
+    clock._spun_s = 1.0  # as if this second's yielding budget were spent
+    clock._spin_second = int(time.monotonic())
+    started = time.monotonic()
+    await clock.sleep_precisely(0.02)
+    assert time.monotonic() - started >= 0.02  # still never early: a plain sleep
+    assert clock._spun_s in (1.0, 0.0)  # no yielding was added (0.0: a new second began meanwhile)
+
+
+async def test_short_waits_are_plain_sleeps() -> None:
+    clock = SystemClock()
+    await clock.sleep_precisely(0.002)
+    assert clock._spun_s == 0.0
