@@ -16,11 +16,12 @@ from typing import Any
 from actwheel.actors import queues
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
-from actwheel.actors.planning import Plan, plan_instants
+from actwheel.actors.plan_inputs import active_runs, owner_activity
+from actwheel.actors.planning import Plan, latest_per_automation, plan_instants, plannable
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.clock import Clock
-from actwheel.errors import ActwheelError, InvalidMessage, NotFound
+from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.messages import (
@@ -34,14 +35,12 @@ from actwheel.policy import Policy
 from actwheel.service import OWNER_KEY, AutomationService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
-    ACTIVE_RUN_STATUSES,
     Automation,
     AutomationStatus,
     CursorAdvance,
     InsertedRun,
     NewRun,
     Origin,
-    PrincipalStatus,
     Run,
     RunStatus,
 )
@@ -126,7 +125,7 @@ class Planner(ConsumerActor):
                 fresh = await tx.automations.get_many([a.id for a in matching])
                 live = [a for a in fresh.values() if a.enabled and a.status is AutomationStatus.ACTIVE
                         and a.trigger.get("type") == "event"]
-                owners = await _owner_activity(tx, {a.owner_id for a in live})
+                owners = await owner_activity(tx, {a.owner_id for a in live})
                 now = await tx.now()
                 inserted = await tx.runs.insert_many([_event_run(a, envelope.id, context, now, owners[a.owner_id])
                                                       for a in live])
@@ -152,7 +151,7 @@ class Planner(ConsumerActor):
 
     async def plan(self, items: Sequence[DueItem]) -> int:
         """Plan every item; returns how many runs were queued. Retries lost CAS rounds."""
-        pending = _latest_per_automation(items)
+        pending = latest_per_automation(items)
         queued = 0
         for _ in range(_CAS_ROUNDS):
             if not pending:
@@ -185,9 +184,9 @@ class Planner(ConsumerActor):
         found = await tx.automations.get_many([i.automation_id for i in items])
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: i.scheduled_for for i in items}
-        live = [a for a in automations if _plannable(a, due_for[a.id])]
-        busy = await _active_runs(tx, live)
-        owners = await _owner_activity(tx, {a.owner_id for a in live})
+        live = [a for a in automations if plannable(a, due_for[a.id])]
+        busy = await active_runs(tx, live)
+        owners = await owner_activity(tx, {a.owner_id for a in live})
         planned = []
         for a in live:
             trigger, policy = self._parsed.get(a)
@@ -278,49 +277,12 @@ class _ParsedSpecs:
         return specs
 
 
-def _latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
-    latest: dict[str, DueItem] = {}
-    for item in items:
-        seen = latest.get(item.automation_id)
-        if seen is None or item.scheduled_for > seen.scheduled_for:
-            latest[item.automation_id] = item
-    return list(latest.values())
-
-
 def _event_run(a: Automation, event_id: str, context: dict[str, Any], now: datetime, owner_active: bool) -> NewRun:
     return NewRun(automation_id=a.id, dedupe_key=f"event:{event_id}", owner_id=a.owner_id, action_type=a.action_type,
                   action_config=a.action_config, policy=a.policy, origin=Origin.EVENT, scheduled_for=now,
                   status=RunStatus.PENDING if owner_active else RunStatus.SKIPPED,
                   reason=None if owner_active else "owner_inactive",
                   context={**context, OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
-
-
-def _plannable(automation: Automation, scheduled_for: datetime) -> bool:
-    return (automation.enabled and automation.status is AutomationStatus.ACTIVE
-            and automation.next_run_at is not None and automation.next_run_at <= scheduled_for)
-
-
-async def _active_runs(tx: Transaction, automations: list[Automation]) -> dict[str, int]:
-    """Runs still going per automation: a set for most, a count (up to 2) where ``buffer_one`` needs it."""
-    if not automations:
-        return {}
-    busy = await tx.runs.active_automation_ids([a.id for a in automations])
-    counts = {automation_id: 1 for automation_id in busy}
-    for a in automations:
-        if a.id in busy and a.policy.get("overlap") == "buffer_one":
-            going = await tx.runs.query(automation_id=a.id, statuses=list(ACTIVE_RUN_STATUSES), limit=2)
-            counts[a.id] = len(going)
-    return counts
-
-
-async def _owner_activity(tx: Transaction, owners: set[str]) -> dict[str, bool]:
-    activity = {}
-    for owner in owners:
-        try:
-            activity[owner] = (await tx.principals.get(owner)).status is not PrincipalStatus.BANNED
-        except NotFound:
-            activity[owner] = True  # owners without a principal row are the local, implicit ones
-    return activity
 
 
 def _runs_of(planned: _Planned) -> list[NewRun]:

@@ -18,13 +18,16 @@ is planned (announcements may arrive late or out of order; the dedupe key
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from actwheel.messages import DueItem
 from actwheel.policy import Policy
+from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.triggers import Trigger
 
-__all__ = ["MAX_INSTANTS", "Plan", "PlannedInstant", "plan_instants"]
+__all__ = ["MAX_INSTANTS", "Plan", "PlannedInstant", "latest_per_automation", "plan_instants", "plannable"]
 
 #: At most this many instants are planned per announcement; a longer backlog is
 #: recorded up to here and the cursor continues from the last one (the next
@@ -73,6 +76,22 @@ def plan_instants(
             queued += 1
         planned.append(PlannedInstant(at, reason))
     return Plan(tuple(planned), following)
+
+
+def latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
+    """One item per automation, its latest instant: planning up to it covers the earlier ones."""
+    latest: dict[str, DueItem] = {}
+    for item in items:
+        seen = latest.get(item.automation_id)
+        if seen is None or item.scheduled_for > seen.scheduled_for:
+            latest[item.automation_id] = item
+    return list(latest.values())
+
+
+def plannable(automation: Automation, scheduled_for: datetime) -> bool:
+    """Enabled, ACTIVE and not already past this instant (a repeated or stale announcement plans nothing)."""
+    return (automation.enabled and automation.status is AutomationStatus.ACTIVE
+            and automation.next_run_at is not None and automation.next_run_at <= scheduled_for)
 
 
 def _overlaps(overlap: str, *, busy: int, queued: int) -> bool:

@@ -32,6 +32,7 @@ from actwheel.clock import Clock
 from actwheel.errors import ActwheelError
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
+from actwheel.transient import is_transient_id
 from actwheel.triggers import Trigger, parse
 from actwheel.wheel import TimingWheel
 
@@ -243,8 +244,9 @@ class WheelTicker(Actor):
                 if timer.automation_id not in self._wheel:
                     self._wheel.schedule(timer.automation_id, retry_ms, timer)
 
-    def _is_transient_timer(self, automation_id: str) -> bool:
-        return self._transients is not None and self._transients.get_scheduled(automation_id) is not None
+    @staticmethod
+    def _is_transient_timer(automation_id: str) -> bool:
+        return is_transient_id(automation_id)  # its registry, not the bus, tells of its changes
 
     def _load(self, row: ScheduledAutomation, *, replace: bool = False) -> None:
         due = self._wheel.due_ms_of(row.id)

@@ -19,24 +19,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from actwheel.actors.planning import Plan, plan_instants
+from actwheel.actors.plan_inputs import active_runs, owner_activity
+from actwheel.actors.planning import Plan, latest_per_automation, plan_instants, plannable
 from actwheel.actors.ticker import ScheduledAutomation
-from actwheel.errors import NotFound
 from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.service import OWNER_KEY
-from actwheel.storage.base import Store, Transaction
+from actwheel.storage.base import Store
 from actwheel.storage.records import (
-    ACTIVE_RUN_STATUSES,
     Automation,
     AutomationStatus,
     InsertedRun,
     NewRun,
     Origin,
-    PrincipalStatus,
     RunStatus,
 )
 from actwheel.transient import TransientRegistry
@@ -92,15 +90,14 @@ class TransientTimers:
         return sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
     async def _insert(self, items: Sequence[DueItem]) -> tuple[list[tuple[Automation, Plan]], list[InsertedRun]]:
-        due = _latest_per_automation(items)
-        live = [(a, at) for a, at in ((self._registry.find(i), at) for i, at in due.items())
-                if a is not None and _plannable(a, at)]
+        due = [(self._registry.find(i.automation_id), i.scheduled_for) for i in latest_per_automation(items)]
+        live = [(a, at) for a, at in due if a is not None and plannable(a, at)]
         if not live:
             return [], []
         async with self._store.transaction() as tx:
             now = await tx.now()
-            busy = await _active_runs(tx, [a for a, _ in live])
-            owners = await _owner_activity(tx, {a.owner_id for a, _ in live})
+            busy = await active_runs(tx, [a for a, _ in live])
+            owners = await owner_activity(tx, {a.owner_id for a, _ in live})
             planned = [(a, plan_instants(trigger=parse(a.trigger), cursor=a.next_run_at,  # type: ignore[arg-type]
                                          scheduled_for=at, now=now, policy=Policy.parse(a.policy),
                                          busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
@@ -136,20 +133,6 @@ def _scheduled(automation: Automation) -> ScheduledAutomation:
                                trigger_spec=automation.trigger, partition=automation.partition, transient=True)
 
 
-def _latest_per_automation(items: Sequence[DueItem]) -> dict[str, datetime]:
-    latest: dict[str, datetime] = {}
-    for item in items:
-        seen = latest.get(item.automation_id)
-        if seen is None or item.scheduled_for > seen:
-            latest[item.automation_id] = item.scheduled_for
-    return latest
-
-
-def _plannable(automation: Automation, scheduled_for: datetime) -> bool:
-    """Still enabled and not already past this instant (a repeated announcement plans nothing)."""
-    return automation.enabled and automation.next_run_at is not None and automation.next_run_at <= scheduled_for
-
-
 def _runs_of(a: Automation, plan: Plan) -> list[NewRun]:
     context = {OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}, TRANSIENT_KEY: a.id}
     return [NewRun(automation_id=a.id, dedupe_key=transient_dedupe_key(a.id, i.at), owner_id=a.owner_id,
@@ -158,24 +141,3 @@ def _runs_of(a: Automation, plan: Plan) -> list[NewRun]:
                    status=RunStatus.SKIPPED if i.skip_reason else RunStatus.PENDING, reason=i.skip_reason,
                    context=dict(context))
             for i in plan.instants]
-
-
-async def _active_runs(tx: Transaction, automations: list[Automation]) -> dict[str, int]:
-    """Runs still going per automation (the overlap check); counted up to 2 where ``buffer_one`` needs it."""
-    busy = await tx.runs.active_automation_ids([a.id for a in automations])
-    counts = dict.fromkeys(busy, 1)
-    for a in automations:
-        if a.id in busy and a.policy.get("overlap") == "buffer_one":
-            going = await tx.runs.query(automation_id=a.id, statuses=list(ACTIVE_RUN_STATUSES), limit=2)
-            counts[a.id] = len(going)
-    return counts
-
-
-async def _owner_activity(tx: Transaction, owners: set[str]) -> dict[str, bool]:
-    activity = {}
-    for owner in owners:
-        try:
-            activity[owner] = (await tx.principals.get(owner)).status is not PrincipalStatus.BANNED
-        except NotFound:
-            activity[owner] = True  # owners without a principal row are the local, implicit ones
-    return activity
