@@ -13,7 +13,7 @@ disabling or deleting one cancels its PENDING runs like a stored one's.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,12 +40,16 @@ from actwheel.storage.records import (
 from actwheel.transient import TransientRegistry
 from actwheel.triggers import Trigger, parse
 
-__all__ = ["OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
+__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
 
 #: Reserved key of a run's context holding the owner snapshot ({id, scopes}).
 OWNER_KEY = "$owner"
 _RESERVED_PREFIXES = ("automation.", "run.", "action.", "command.", "cdc.")
 _CANCELABLE = [RunStatus.PENDING, RunStatus.RETRY_WAIT]
+#: The reason of a run canceled by disabling / deleting its automation: the store's word for stored ones
+#: (on the run row), used for transient ones' rows and for every ``run.canceled`` event alike.
+CANCELED_DISABLED = "automation_disabled"
+CANCELED_DELETED = "automation_deleted"
 #: The filters of :meth:`AutomationService.query` that transient automations answer too.
 _TRANSIENT_FILTERS = {"owner_id", "session_id", "agent_id", "status", "enabled", "after_id", "limit"}
 _FIELDS = {"name", "trigger", "action", "action_type", "action_config", "policy", "labels", "enabled",
@@ -135,9 +139,8 @@ class AutomationService:
         if "enabled" in payload:
             raise InvalidInput("enabled", payload["enabled"],
                                "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
-        transient = self._transient(automation_id)
-        if transient is not None:
-            return await self._update_transient(transient, payload, expected_version)
+        if self._transient(automation_id) is not None:
+            return await self._update_transient(automation_id, payload, expected_version)
         if payload.get("durable", True) is not True:
             raise InvalidInput("durable", payload["durable"], "true: an automation stays durable or not as created")
         async with self._store.transaction() as tx:
@@ -162,12 +165,12 @@ class AutomationService:
                 automation = await self._refresh_cursor(tx, automation)
             await tx.outbox.append(self._events.automation_changed(
                 automation, "enabled" if enabled else "disabled"))
-            await tx.outbox.append_many(self._events.runs_canceled(canceled, automation.id, "disabled"))
+            await tx.outbox.append_many(self._events.runs_canceled(canceled, automation.id, CANCELED_DISABLED))
         return automation, canceled
 
     async def delete(self, automation_id: str) -> Deleted:
         if self._transient(automation_id) is not None:
-            return await self._delete_transients([automation_id])
+            return await self._delete_transients(lambda registry: [registry.get(automation_id).id])
         async with self._store.transaction() as tx:
             deleted = await tx.automations.delete(automation_id)
             await self._announce_deleted(tx, deleted)
@@ -184,8 +187,8 @@ class AutomationService:
                 deleted = await tx.automations.delete_by_agent(str(agent_id))
             await self._announce_deleted(tx, deleted)
         if self._transients is not None:
-            labelled = self._transients.query(session_id=session_id, agent_id=agent_id, limit=len(self._transients))
-            gone = await self._delete_transients([a.id for a in labelled])
+            gone = await self._delete_transients(lambda registry: [a.id for a in registry.query(
+                session_id=session_id, agent_id=agent_id, limit=max(1, len(registry)))])
             deleted = Deleted(automation_ids=deleted.automation_ids + gone.automation_ids,
                               canceled_run_ids=deleted.canceled_run_ids + gone.canceled_run_ids)
         return deleted
@@ -242,12 +245,14 @@ class AutomationService:
             next_run_at=_first_fire(spec.trigger, now), end_at=_end_of(spec.trigger_spec), version=1,
             partition=-1, created_at=now, updated_at=now))
 
-    async def _update_transient(self, current: Automation, payload: Mapping[str, Any],
+    async def _update_transient(self, automation_id: str, payload: Mapping[str, Any],
                                 expected_version: int) -> Automation:
         if payload.get("durable", False) is not False:
             raise InvalidInput("durable", payload["durable"], "false: an automation stays durable or not as created")
         transients = self._registry_of_transients()
         async with transients.lock:  # not while one of its instants is being fired
+            # read under the lock: a fire that held it moved the cursor (without a new version) or ended it
+            current = transients.check_version(automation_id, expected_version)
             merged = {**_as_payload(current, flat=("action_type" in payload or "action_config" in payload)),
                       **payload, "durable": False}
             spec = self._parse(merged, check_ended="trigger" in payload)
@@ -269,22 +274,26 @@ class AutomationService:
                 next_run_at = _first_fire(parse(current.trigger), self._clock.now())
             if not enabled:
                 async with self._store.transaction() as tx:
-                    canceled = await self._cancel_pending(tx, automation_id, "disabled")
+                    canceled = await self._cancel_pending(tx, automation_id, CANCELED_DISABLED)
             status = AutomationStatus.COMPLETED if next_run_at is None else current.status
             updated = transients.change(automation_id, None, enabled=enabled, next_run_at=next_run_at, status=status)
+            if status is AutomationStatus.COMPLETED:
+                transients.discard(automation_id)  # an ended schedule leaves memory (and frees its place)
         return updated, canceled
 
-    async def _delete_transients(self, automation_ids: list[str]) -> Deleted:
-        """Cancel their PENDING runs (committed first: a failure leaves them in place), then forget them."""
+    async def _delete_transients(self, select: Callable[[TransientRegistry], list[str]]) -> Deleted:
+        """Cancel the PENDING runs of the ones ``select`` picks (committed first: a failure leaves them in
+        place), then forget them. Picked under the lock: one that a fire ended meanwhile is not picked."""
         transients = self._registry_of_transients()
         async with transients.lock:
+            automation_ids = select(transients)
             canceled: list[str] = []
             if automation_ids:
                 async with self._store.transaction() as tx:
                     for automation_id in automation_ids:
-                        canceled += await self._cancel_pending(tx, automation_id, "deleted")
+                        canceled += await self._cancel_pending(tx, automation_id, CANCELED_DELETED)
             for automation_id in automation_ids:
-                transients.remove(automation_id)
+                transients.discard(automation_id)
         return Deleted(automation_ids=tuple(automation_ids), canceled_run_ids=tuple(canceled))
 
     async def _cancel_pending(self, tx: Transaction, automation_id: str, reason: str) -> list[str]:
@@ -381,7 +390,7 @@ class AutomationService:
         await tx.outbox.append_many([self._events.automation_gone(a, "deleted") for a in deleted.automation_ids])
         await tx.outbox.append_many(self._events.runs_canceled(
             deleted.canceled_run_ids, deleted.automation_ids[0] if len(deleted.automation_ids) == 1 else None,
-            "deleted"))
+            CANCELED_DELETED))
 
 
 def _refuse_transient_event(spec: _Spec) -> None:

@@ -139,6 +139,13 @@ class TransientRegistry:
         self._notify(automation_id)
         return removed
 
+    def discard(self, automation_id: str) -> Automation | None:
+        """Remove it if it is still here (a schedule that ended meanwhile is already gone)."""
+        removed = self._items.pop(automation_id, None)
+        if removed is not None:
+            self._notify(automation_id)
+        return removed
+
     def due_before(self, before: datetime) -> list[Automation]:
         """Enabled ACTIVE automations with ``next_run_at < before``."""
         return [a for a in self._items.values()

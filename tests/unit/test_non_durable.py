@@ -24,7 +24,7 @@ from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound, Stor
 from actwheel.messages import AutomationCommandRequested, DueItem
 from actwheel.service import OWNER_KEY, AutomationService, Caller
 from actwheel.settings import Settings
-from actwheel.storage.records import Automation, Origin, Run, RunStatus
+from actwheel.storage.records import Automation, AutomationStatus, Origin, Run, RunStatus
 from actwheel.transient import TransientRegistry
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # VirtualClock's default start
@@ -177,6 +177,89 @@ async def test_delete_and_the_label_cascades_forget_it_and_cancel_its_runs(
     assert [r.status for r in await _runs(engine, by_session.id)] == [RunStatus.CANCELED]
     assert (await engine.service.delete_by(agent_id="a1")).automation_ids == (by_agent.id,)
     assert await engine.service.query() == []
+
+
+async def test_an_update_that_waited_behind_a_fire_keeps_the_fired_cursor(
+        engine: Engine, clock: VirtualClock) -> None:
+    """The fire moves the cursor without a new version: the update must read it under the lock, not before."""
+    automation = await engine.service.create(ALICE, _payload())
+    registry = engine.transients
+    assert registry is not None
+    clock.set(START + timedelta(minutes=1))
+    async with registry.lock:  # a fire is inserting this instant's run
+        update = asyncio.create_task(engine.service.update(automation.id, {"name": "renamed"}, 1))
+        await _settle()
+        assert not update.done()
+        assert registry.advance(automation.id, 1, START + timedelta(minutes=1), START + timedelta(minutes=2))
+    updated = await update
+    assert (updated.name, updated.version) == ("renamed", 2)
+    assert updated.next_run_at == START + timedelta(minutes=2)  # not the already fired 00:01
+    assert (await engine.service.get(automation.id)).next_run_at == START + timedelta(minutes=2)
+
+
+async def test_a_cascade_skips_a_transient_that_ended_while_it_waited(engine: Engine, clock: VirtualClock) -> None:
+    ending = await engine.service.create(ALICE, _payload(labels={"session_id": "s1"},
+                                                         trigger={"type": "once", "at": "2030-01-01T00:00:05Z"}))
+    staying = await engine.service.create(ALICE, _payload(labels={"session_id": "s1"}))
+    stored = await engine.service.create(ALICE, _payload(durable=True, labels={"session_id": "s1"}))
+    registry = engine.transients
+    assert registry is not None
+    async with registry.lock:  # the once is being fired
+        cascade = asyncio.create_task(engine.service.delete_by(session_id="s1"))
+        await _stored_gone(engine, stored.id)  # the stored part committed; the transient part waits
+        assert not cascade.done()
+        assert registry.advance(ending.id, 1, ending.next_run_at, None)  # ... and its schedule ended
+    deleted = await cascade
+    assert set(deleted.automation_ids) == {stored.id, staying.id}
+    assert await engine.service.query() == []
+
+
+async def _stored_gone(engine: Engine, automation_id: str) -> None:
+    async with asyncio.timeout(5):
+        while True:
+            async with engine.store.transaction() as tx:
+                if not await tx.automations.get_many([automation_id]):
+                    return
+
+
+async def _canceled_events(engine: Engine) -> list[tuple[str | None, str]]:
+    async with engine.store.transaction() as tx:
+        rows = [r for r in await tx.outbox.take_batch(1000) if r.routing_key == "run.canceled"]
+    return [(t["run_id"], t["reason"]) for r in rows for t in orjson.loads(r.body)["data"]["runs"]]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_canceled_runs_say_why_in_the_stores_words(engine: Engine, durable: bool) -> None:
+    """Transient or stored, a run canceled by its automation's disable / delete has the same reason, on the
+    row and in run.canceled (the store writes automation_disabled / automation_deleted on stored ones' rows)."""
+    canceled = []
+    for gone in ("disabled", "deleted"):
+        automation = await engine.service.create(ALICE, _payload(durable=durable))
+        run = await engine.service.run_now(ALICE, automation.id)
+        if gone == "disabled":
+            await engine.service.set_enabled(automation.id, False)
+        else:
+            await engine.service.delete(automation.id)
+        [row] = await _runs(engine, automation.id)
+        assert (row.id, row.status) == (run.id, RunStatus.CANCELED)
+        canceled.append((row.id, row.reason))
+    assert [reason for _, reason in canceled] == ["automation_disabled", "automation_deleted"]
+    assert await _canceled_events(engine) == canceled
+
+
+async def test_enabling_an_ended_once_completes_it_and_frees_its_place(engine: Engine, clock: VirtualClock) -> None:
+    registry = TransientRegistry(clock=clock, capacity=1)
+    service = AutomationService(store=engine.store, registry=engine.registry, events=engine.events, clock=clock,
+                                transients=registry)
+    once = await service.create(ALICE, _payload(trigger={"type": "once", "at": "2030-01-01T00:00:05Z"}))
+    await service.set_enabled(once.id, False)
+    clock.set(START + timedelta(minutes=1))  # its instant passed while disabled
+    enabled, _ = await service.set_enabled(once.id, True)
+    assert (enabled.status, enabled.next_run_at) == (AutomationStatus.COMPLETED, None)
+    assert len(registry) == 0
+    with pytest.raises(NotFound):
+        await service.get(once.id)
+    assert (await service.create(ALICE, _payload())).durable is False  # the place it held is free
 
 
 async def test_run_now_of_a_transient_one(engine: Engine) -> None:
