@@ -229,13 +229,14 @@ class _StoreSchedule:
 
     async def due_before(self, before: datetime, partitions: frozenset[int] | None) -> list[ScheduledAutomation]:
         found: list[ScheduledAutomation] = []
-        after_id: str | None = None
+        after_id = ""
         while True:
             async with self._store.transaction() as tx:
-                page = await tx.automations.query(due_before=before, enabled=True, status=AutomationStatus.ACTIVE,
-                                                  partitions=sorted(partitions) if partitions is not None else None,
-                                                  after_id=after_id, limit=self._page)
-            found.extend(_scheduled(a) for a in page if a.next_run_at is not None)
+                page = await tx.automations.due_schedule(
+                    before, partitions=sorted(partitions) if partitions is not None else None, after_id=after_id,
+                    limit=self._page)
+            found.extend(ScheduledAutomation(id=d.id, next_run_at=d.next_run_at, trigger_spec=d.trigger,
+                                             partition=d.partition) for d in page)
             if len(page) < self._page:
                 return found
             after_id = page[-1].id

@@ -43,6 +43,7 @@ from actwheel.storage.records import (
     CursorAdvance,
     DeadLetter,
     Deleted,
+    DueSchedule,
     InsertedRun,
     NewApiKey,
     NewAuditEntry,
@@ -468,6 +469,16 @@ class SqlAutomations(AutomationRepository):
             params["partitions"] = _partitions(partitions)
             rows = await self._x.fetch("due_automations_in_partitions", params)
         return [_automation(r) for r in rows]
+
+    async def due_schedule(
+        self, before: datetime, *, partitions: Sequence[int] | None = None, after_id: str = "", limit: int = 5000
+    ) -> list[DueSchedule]:
+        if not isinstance(after_id, str):
+            raise InvalidInput("after_id", after_id, "a string ('' for the first page)")
+        params = {"before": c.aware("before", before), "partitions": _partitions(partitions), "after_id": after_id,
+                  "limit": _limit(limit)}
+        return [DueSchedule(id=r["id"], next_run_at=c.req_dt(r["next_run_at"]), trigger=c.loads(r["trigger"]),
+                            partition=r["partition"]) for r in await self._x.fetch("due_schedule", params)]
 
     async def update(
         self, automation_id: str, expected_version: int, changes: AutomationChanges

@@ -30,6 +30,7 @@ from actwheel.storage.records import (
     CursorAdvance,
     DeadLetter,
     Deleted,
+    DueSchedule,
     InsertedRun,
     NewApiKey,
     NewAuditEntry,
@@ -115,6 +116,13 @@ class AutomationRepository(ABC):
         self, before: datetime, *, partitions: Sequence[int] | None = None, limit: int = 1000
     ) -> list[Automation]:
         """Enabled ACTIVE automations with ``next_run_at <= before``, earliest first."""
+
+    @abstractmethod
+    async def due_schedule(
+        self, before: datetime, *, partitions: Sequence[int] | None = None, after_id: str = "", limit: int = 5000
+    ) -> list[DueSchedule]:
+        """Enabled ACTIVE automations with ``next_run_at <= before`` (in ``partitions``; None = all), only
+        their id, cursor, trigger spec and partition, ordered by id and after ``after_id`` (page on)."""
 
     @abstractmethod
     async def update(

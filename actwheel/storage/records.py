@@ -24,6 +24,7 @@ __all__ = [
     "CursorAdvance",
     "DeadLetter",
     "Deleted",
+    "DueSchedule",
     "InsertedRun",
     "NewApiKey",
     "NewAuditEntry",
@@ -104,6 +105,16 @@ class PrincipalStatus(StrEnum):
 
 
 # --- automations --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DueSchedule:
+    """What the ticker needs of a due automation: its cursor, its trigger spec and its partition."""
+
+    id: str
+    next_run_at: datetime
+    trigger: dict[str, Any]
+    partition: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from storage_harness import T0, aborted, in_transaction, make_automation, make_run, new_automation
 
-from actwheel.errors import Conflict, NotFound
+from actwheel.errors import Conflict, InvalidInput, NotFound
 from actwheel.storage import Store, Transaction
 from actwheel.storage.records import AutomationChanges, AutomationStatus, CursorAdvance, RunStatus
 
@@ -85,6 +85,43 @@ async def test_due_returns_only_enabled_active_in_time_order(store: Store) -> No
     assert late.id in {a.id for a in in_partition}
     assert all(a.partition == late.partition for a in in_partition)
     assert [a.id for a in limited] == [early.id]
+
+
+async def test_due_schedule_pages_the_due_timers_by_id(store: Store) -> None:
+    due = [await make_automation(store, next_run_at=T0 + timedelta(minutes=i)) for i in range(5)]
+    await make_automation(store, enabled=False, next_run_at=T0)
+    await make_automation(store, status=AutomationStatus.PAUSED, next_run_at=T0)
+    await make_automation(store, next_run_at=None)
+    await make_automation(store, next_run_at=T0 + timedelta(hours=2))
+    before = T0 + timedelta(hours=1)
+    pages: list[list[str]] = []
+    after_id = ""
+    async with store.transaction() as tx:
+        while True:
+            page = await tx.automations.due_schedule(before, after_id=after_id, limit=2)
+            pages.append([d.id for d in page])
+            if len(page) < 2:
+                break
+            after_id = page[-1].id
+        everything = {d.id: d for d in await tx.automations.due_schedule(before)}
+        partition = due[0].partition
+        in_partition = await tx.automations.due_schedule(before, partitions=[partition])
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert [i for p in pages for i in p] == sorted(a.id for a in due)
+    for a in due:
+        assert (everything[a.id].next_run_at, everything[a.id].trigger, everything[a.id].partition) == (
+            a.next_run_at, a.trigger, a.partition)
+    assert {d.id for d in in_partition} == {a.id for a in due if a.partition == partition}
+
+
+async def test_due_schedule_refuses_bad_paging(store: Store) -> None:
+    async with store.transaction() as tx:
+        with pytest.raises(InvalidInput) as caught:
+            await tx.automations.due_schedule(T0, after_id=None)  # type: ignore[arg-type]
+        assert caught.value.field == "after_id"
+        with pytest.raises(InvalidInput) as caught:
+            await tx.automations.due_schedule(T0, limit=0)
+        assert caught.value.field == "limit"
 
 
 async def test_update_with_expected_version_bumps_version(store: Store) -> None:

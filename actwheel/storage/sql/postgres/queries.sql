@@ -79,6 +79,15 @@ WHERE enabled AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run_at 
   AND "partition" = ANY(:partitions::int[])
 ORDER BY next_run_at
 LIMIT :limit;
+-- name: due_schedule
+-- The ticker's refill: only what a timer needs (no specs' JSON besides the trigger), paged by id.
+SELECT st.automation_id AS id, st.next_run_at, s."trigger", st."partition"
+FROM automation_state st JOIN automation_specs s ON s.id = st.automation_id
+WHERE st.enabled AND st.status = 'ACTIVE' AND st.next_run_at IS NOT NULL AND st.next_run_at <= :before
+  AND (:partitions::int[] IS NULL OR st."partition" = ANY(:partitions::int[]))
+  AND st.automation_id > :after_id
+ORDER BY st.automation_id
+LIMIT :limit;
 
 -- name: lock_automation
 -- Before the state row: every writer takes an automation's rows in the order specs → state

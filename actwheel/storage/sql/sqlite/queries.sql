@@ -66,6 +66,15 @@ WHERE enabled = 1 AND status = 'ACTIVE' AND next_run_at IS NOT NULL AND next_run
   AND "partition" IN (SELECT value FROM json_each(:partitions))
 ORDER BY next_run_at
 LIMIT :limit;
+-- name: due_schedule
+-- The ticker's refill: only what a timer needs (no specs' JSON besides the trigger), paged by id.
+SELECT st.automation_id AS id, st.next_run_at, s."trigger", st."partition"
+FROM automation_state st JOIN automation_specs s ON s.id = st.automation_id
+WHERE st.enabled = 1 AND st.status = 'ACTIVE' AND st.next_run_at IS NOT NULL AND st.next_run_at <= :before
+  AND (:partitions IS NULL OR st."partition" IN (SELECT value FROM json_each(:partitions)))
+  AND st.automation_id > :after_id
+ORDER BY st.automation_id
+LIMIT :limit;
 
 -- name: lock_automation
 -- (PostgreSQL locks the specification row here; SQLite's single writer already serialises.)
