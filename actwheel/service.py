@@ -40,7 +40,8 @@ from actwheel.storage.records import (
 from actwheel.transient import TransientRegistry
 from actwheel.triggers import Trigger, parse
 
-__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "OWNER_KEY", "AutomationService", "Caller", "owner_snapshot"]
+__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "OWNER_KEY", "AutomationService", "Caller",
+           "cancel_transient_runs", "owner_snapshot"]
 
 #: Reserved key of a run's context holding the owner snapshot ({id, scopes}).
 OWNER_KEY = "$owner"
@@ -297,17 +298,7 @@ class AutomationService:
         return Deleted(automation_ids=tuple(automation_ids), canceled_run_ids=tuple(canceled))
 
     async def _cancel_pending(self, tx: Transaction, automation_id: str, reason: str) -> list[str]:
-        """PENDING / RETRY_WAIT runs of a transient automation → CANCELED(reason), with their events
-        (the store does this for stored automations in ``set_enabled`` / ``delete``)."""
-        canceled: list[str] = []
-        while True:
-            waiting = await tx.runs.query(automation_id=automation_id, statuses=_CANCELABLE, limit=1000)
-            done = [run.id for run in waiting if await tx.runs.cancel(run.id, reason)]
-            canceled += done
-            if len(waiting) < 1000 or not done:
-                break
-        await tx.outbox.append_many(self._events.runs_canceled(canceled, automation_id, reason))
-        return canceled
+        return await cancel_transient_runs(tx, self._events, automation_id, reason)
 
     def _registry_of_transients(self) -> TransientRegistry:
         assert self._transients is not None  # only reached for an id found in it
@@ -391,6 +382,20 @@ class AutomationService:
         await tx.outbox.append_many(self._events.runs_canceled(
             deleted.canceled_run_ids, deleted.automation_ids[0] if len(deleted.automation_ids) == 1 else None,
             CANCELED_DELETED))
+
+
+async def cancel_transient_runs(tx: Transaction, events: EventFactory, automation_id: str, reason: str) -> list[str]:
+    """PENDING / RETRY_WAIT runs of a transient automation → CANCELED(reason), with their ``run.canceled``
+    (the store does this for stored automations in ``set_enabled`` / ``delete``)."""
+    canceled: list[str] = []
+    while True:
+        waiting = await tx.runs.query(automation_id=automation_id, statuses=_CANCELABLE, limit=1000)
+        done = [run.id for run in waiting if await tx.runs.cancel(run.id, reason)]
+        canceled += done
+        if len(waiting) < 1000 or not done:
+            break
+    await tx.outbox.append_many(events.runs_canceled(canceled, automation_id, reason))
+    return canceled
 
 
 def _refuse_transient_event(spec: _Spec) -> None:

@@ -14,7 +14,11 @@ Transient automations (``durable: false``) have no row: their timers come
 from this instance's ``transients`` (loaded at every refill and reloaded when
 the registry tells of a change), share the wheel, and when due they are handed
 to ``transients.fire`` (which inserts their runs directly) instead of being
-announced to the planners of every instance.
+announced to the planners of every instance. That happens off the tick, in a
+task of the ticker's own (:class:`_TransientFiring`): a transaction for a
+transient never holds up a durable announcement, and while the database is
+down the due transient instants wait there, retried with capped exponential
+backoff, not in the wheel.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from actwheel.actors.base import Actor
 from actwheel.actors.planning import MAX_INSTANTS
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock
-from actwheel.errors import ActwheelError
+from actwheel.errors import ActwheelError, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
 from actwheel.transient import is_transient_id
@@ -41,8 +45,11 @@ __all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelT
 _log = get_logger("actwheel.ticker")
 _MAX_BATCH = 2_000
 _RESCHEDULE_CHUNK = 256
-#: After a failed transient fire (database unavailable), try the same instant again this much later.
-_TRANSIENT_RETRY_MS = 1_000
+#: After a failed transient fire (database unavailable), try again this much later, doubling up to the cap.
+_TRANSIENT_RETRY_S = 1.0
+_TRANSIENT_RETRY_CAP_S = 30.0
+#: How long the transient firing task sleeps when nothing arrives (it wakes at once when something does).
+_IDLE_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +94,9 @@ class TransientSchedule(Protocol):
 
     async def fire(self, items: Sequence[DueItem]) -> int:
         """Insert the runs of these due instants and move the cursors; returns how many were queued.
+        One automation that fails for good is dealt with there (disabled); it does not stop the others.
 
-        :raises ActwheelError: nothing was fired (e.g. the database is unavailable)
+        :raises StorageUnavailable: the database failed; the cursors it did not move stay: fire again later
         """
         ...
 
@@ -141,6 +149,7 @@ class WheelTicker(Actor):
         self._on_wheel_size = on_wheel_size or (lambda _: None)
         self._subscribe_changes = changes
         self._transients = transients
+        self._firing = _TransientFiring(transients, clock) if transients is not None else None
         self._wheel: TimingWheel[str, _Timer] = TimingWheel(now_ms=clock.now_ms())
         self._loaded_until: datetime | None = None
         self._wake = asyncio.Event()
@@ -158,18 +167,24 @@ class WheelTicker(Actor):
             subscription = await self._subscribe_changes(self.apply_change)
         unwatch = self._transients.watch(self.apply_transient_change) if self._transients is not None else None
         try:
-            await self._refresh_partitions()
-            await self.refill()
-            self.mark_ready()
-            while not self.stopping.is_set():
-                await self.tick()
-                await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping, precise=True)
-                self._wake.clear()
+            async with asyncio.TaskGroup() as tasks:  # the firing task ends with the loop (or crashes it)
+                if self._firing is not None:
+                    tasks.create_task(self._firing.run(self.stopping))
+                await self._run_loop()
         finally:
             if unwatch is not None:
                 unwatch()
             if subscription is not None:
                 await subscription.cancel()
+
+    async def _run_loop(self) -> None:
+        await self._refresh_partitions()
+        await self.refill()
+        self.mark_ready()
+        while not self.stopping.is_set():
+            await self.tick()
+            await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping, precise=True)
+            self._wake.clear()
 
     async def tick(self) -> int:
         """Publish every timer due now; refill when the loaded horizon runs low. Returns how many fired."""
@@ -183,8 +198,8 @@ class WheelTicker(Actor):
             batch = fired[start : start + _MAX_BATCH]
             await self._publish(AutomationsDue(items=tuple(
                 DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in batch)))
+        self._hand_over_transients([t for t in due if t.transient])
         await self._schedule_all_following(fired)
-        await self._fire_transients([t for t in due if t.transient])
         self._on_wheel_size(len(self._wheel))
         return len(due)
 
@@ -230,19 +245,12 @@ class WheelTicker(Actor):
             self._load(row, replace=True)
         self._wake.set()
 
-    async def _fire_transients(self, timers: list[_Timer]) -> None:
-        if not timers or self._transients is None:
-            return
-        items = [DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in timers]
-        try:
-            await self._transients.fire(items)  # moves their cursors; apply_transient_change reloads the timers
-        except ActwheelError as exc:
-            _log.warning("transient_fire_failed", error=str(exc), automations=len(timers),
-                         retry_in_ms=_TRANSIENT_RETRY_MS)
-            retry_ms = self._clock.now_ms() + _TRANSIENT_RETRY_MS
-            for timer in timers:
-                if timer.automation_id not in self._wheel:
-                    self._wheel.schedule(timer.automation_id, retry_ms, timer)
+    def _hand_over_transients(self, timers: list[_Timer]) -> None:
+        """To the firing task: the tick goes on at once (their cursors move when fired, and
+        apply_transient_change then loads their next timers)."""
+        if timers and self._firing is not None:
+            self._firing.submit([DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for)
+                                 for t in timers])
 
     @staticmethod
     def _is_transient_timer(automation_id: str) -> bool:
@@ -321,6 +329,54 @@ class WheelTicker(Actor):
         if next_ms is not None:
             seconds = min(seconds, next_ms / 1000 - self._clock.now().timestamp())
         return max(0.0, seconds)
+
+
+class _TransientFiring:
+    """Due transient instants waiting for ``transients.fire``, fired one batch at a time off the tick.
+
+    A batch the database refused (:class:`StorageUnavailable`) stays, merged with what arrives meanwhile, and
+    is fired again after 1 s, 2 s, 4 s ... up to 30 s (back to 1 s after a success). Any other error was
+    the automation's own and ``fire`` dealt with it; one escaping here is a bug and crashes the ticker
+    (the supervisor restarts it, and its refill loads the transient timers again).
+    """
+
+    def __init__(self, transients: TransientSchedule, clock: Clock) -> None:
+        self._transients = transients
+        self._clock = clock
+        self._due: dict[str, DueItem] = {}
+        self._arrived = asyncio.Event()
+        self._retry_s = 0.0
+
+    def submit(self, items: Sequence[DueItem]) -> None:
+        for item in items:
+            seen = self._due.get(item.automation_id)
+            if seen is None or item.scheduled_for > seen.scheduled_for:
+                self._due[item.automation_id] = item
+        self._arrived.set()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Fire until ``stopping``; a fire in flight finishes (what is still waiting is dropped with the process
+        memory that holds these automations anyway)."""
+        while not stopping.is_set():
+            while not (self._arrived.is_set() or stopping.is_set()):
+                await sleep_or_wake(self._clock, _IDLE_S, self._arrived, stopping)
+            if stopping.is_set():
+                return
+            self._arrived.clear()
+            await self._fire_waiting(stopping)
+
+    async def _fire_waiting(self, stopping: asyncio.Event) -> None:
+        items, self._due = list(self._due.values()), {}
+        try:
+            await self._transients.fire(items)
+        except StorageUnavailable as exc:
+            self._retry_s = min(_TRANSIENT_RETRY_CAP_S, self._retry_s * 2 or _TRANSIENT_RETRY_S)
+            _log.warning("transient_fire_failed", error=type(exc).__name__, automations=len(items),
+                         retry_in_s=self._retry_s)
+            self.submit(items)
+            await sleep_or_wake(self._clock, self._retry_s, stopping)
+        else:
+            self._retry_s = 0.0
 
 
 def _ms(instant: datetime) -> int:

@@ -22,12 +22,13 @@ from datetime import UTC, datetime
 from actwheel.actors.plan_inputs import active_runs, owner_activity
 from actwheel.actors.planning import Plan, latest_per_automation, plan_instants, plannable
 from actwheel.actors.ticker import ScheduledAutomation
+from actwheel.errors import StorageUnavailable
 from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.service import OWNER_KEY
+from actwheel.service import CANCELED_DISABLED, OWNER_KEY, cancel_transient_runs
 from actwheel.storage.base import Store
 from actwheel.storage.records import (
     Automation,
@@ -79,29 +80,68 @@ class TransientTimers:
     async def fire(self, items: Sequence[DueItem]) -> int:
         """Insert the runs of the due instants; returns how many were queued (PENDING).
 
-        :raises StorageUnavailable: nothing was inserted and no cursor moved; fire again later
+        All in one transaction; when that fails for another reason than the database, each automation is
+        fired on its own, and one that fails again (its trigger or policy no longer parses, the store refuses
+        its runs) is disabled: the others fire, and it is not tried again every tick.
+
+        :raises StorageUnavailable: the database failed; what it interrupted moved no cursor: fire again later
         """
+        due = latest_per_automation(items)
         async with self._registry.lock:
-            planned, inserted = await self._insert(items)
-            for automation, plan in planned:  # after the commit: a failed transaction moves nothing
-                self._registry.advance(automation.id, automation.version, automation.next_run_at,
-                                       plan.new_next_run_at)
+            try:
+                inserted = await self._fire_locked(due)
+            except StorageUnavailable:
+                raise
+            except Exception:  # one of them is broken: find which, alone, so that the others still fire
+                inserted = []
+                for item in due:
+                    inserted += await self._fire_alone(item)
         self._observe(inserted)
         return sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
-    async def _insert(self, items: Sequence[DueItem]) -> tuple[list[tuple[Automation, Plan]], list[InsertedRun]]:
-        due = [(self._registry.find(i.automation_id), i.scheduled_for) for i in latest_per_automation(items)]
-        live = [(a, at) for a, at in due if a is not None and plannable(a, at)]
+    async def _fire_alone(self, item: DueItem) -> list[InsertedRun]:
+        try:
+            return await self._fire_locked([item])
+        except StorageUnavailable:
+            raise
+        except Exception as exc:  # persistent: the same input fails the same way every time
+            await self._disable_failing(item.automation_id, exc)
+            return []
+
+    async def _disable_failing(self, automation_id: str, exc: Exception) -> None:
+        """Disable it, as a disable by its owner would (canceling its waiting runs), and say why without
+        the offending value (it may hold what a log must not)."""
+        if self._registry.find(automation_id) is None:
+            return
+        async with self._store.transaction() as tx:
+            canceled = await cancel_transient_runs(tx, self._events, automation_id, CANCELED_DISABLED)
+        self._registry.change(automation_id, None, enabled=False)
+        _log.error("transient_automation_disabled", automation_id=automation_id, error=type(exc).__name__,
+                   field=getattr(exc, "field", None), canceled_runs=len(canceled),
+                   hint="it fails to fire whatever the database does; fix it (PATCH) and enable it again")
+
+    async def _fire_locked(self, due: Sequence[DueItem]) -> list[InsertedRun]:
+        """One transaction for ``due``; the cursors move after its commit (a failed one moves nothing)."""
+        planned, inserted = await self._insert(due)
+        for automation, plan in planned:
+            self._registry.advance(automation.id, automation.version, automation.next_run_at,
+                                   plan.new_next_run_at)
+        return inserted
+
+    async def _insert(self, due: Sequence[DueItem]) -> tuple[list[tuple[Automation, Plan]], list[InsertedRun]]:
+        found = [(self._registry.find(i.automation_id), i.scheduled_for) for i in due]
+        live = [(a, at) for a, at in found if a is not None and plannable(a, at)]
         if not live:
             return [], []
+        specs = [(a, at, parse(a.trigger), Policy.parse(a.policy)) for a, at in live]
         async with self._store.transaction() as tx:
             now = await tx.now()
             busy = await active_runs(tx, [a for a, _ in live])
             owners = await owner_activity(tx, {a.owner_id for a, _ in live})
-            planned = [(a, plan_instants(trigger=parse(a.trigger), cursor=a.next_run_at,  # type: ignore[arg-type]
-                                         scheduled_for=at, now=now, policy=Policy.parse(a.policy),
+            planned = [(a, plan_instants(trigger=trigger, cursor=a.next_run_at,  # type: ignore[arg-type]
+                                         scheduled_for=at, now=now, policy=policy,
                                          busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
-                       for a, at in live]
+                       for a, at, trigger, policy in specs]
             inserted = await tx.runs.insert_many([run for a, plan in planned for run in _runs_of(a, plan)])
             created = [r.run for r in inserted if r.created]
             rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])

@@ -6,6 +6,7 @@ routes, and the ticker's handling of a failed fire. End to end through the engin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from structlog.testing import capture_logs
 
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
 from actwheel.actors.transient import TRANSIENT_KEY, TransientTimers
@@ -347,6 +349,43 @@ async def test_a_failed_transaction_moves_no_cursor(engine: Engine, clock: Virtu
     assert (await engine.service.get(automation.id)).next_run_at == START + timedelta(minutes=1)
 
 
+async def test_a_broken_automation_is_disabled_and_the_others_due_with_it_fire(
+        engine: Engine, clock: VirtualClock) -> None:
+    """A persistent error (not the database's) is tried once more alone, then its automation is disabled
+    like a disable would (waiting runs canceled) and logged by id and error type, without the value."""
+    registry = engine.transients
+    assert registry is not None
+    good = await engine.service.create(ALICE, _payload(policy={"overlap": "allow"}))
+    bad = await engine.service.create(ALICE, _payload())
+    registry.add(dataclasses.replace(bad, policy={"overlap": "sometimes"}))  # no longer parses
+    manual = await engine.service.run_now(ALICE, bad.id)
+    at = START + timedelta(minutes=1)
+    clock.set(at)
+    with capture_logs() as logs:
+        queued = await _timers(engine).fire([DueItem(automation_id=a.id, scheduled_for=at) for a in (bad, good)])
+    assert queued == 1
+    assert [(r.scheduled_for, r.status) for r in await _runs(engine, good.id)] == [(at, RunStatus.PENDING)]
+    assert [(r.id, r.status, r.reason) for r in await _runs(engine, bad.id)] == [
+        (manual.id, RunStatus.CANCELED, "automation_disabled")]
+    disabled = await engine.service.get(bad.id)
+    assert (disabled.enabled, disabled.version, disabled.next_run_at) == (False, 2, at)
+    [line] = [e for e in logs if e["event"] == "transient_automation_disabled"]
+    assert (line["automation_id"], line["error"], line["field"]) == (bad.id, "InvalidInput", "policy.overlap")
+    assert "sometimes" not in repr(logs)
+    assert [a.id for a in registry.due_before(at + timedelta(minutes=2))] == [good.id]  # not tried again
+    clock.set(at + timedelta(minutes=1))
+    assert await _timers(engine).fire([DueItem(automation_id=a.id, scheduled_for=clock.now())
+                                       for a in (bad, good)]) == 1
+
+
+async def test_a_storage_failure_disables_nothing(engine: Engine, clock: VirtualClock) -> None:
+    automation = await engine.service.create(ALICE, _payload())
+    await engine.store.stop()
+    with pytest.raises(StorageUnavailable):
+        await _fire_at(engine, clock, automation, START + timedelta(minutes=1))
+    assert (await engine.service.get(automation.id)).enabled
+
+
 # --- the API -------------------------------------------------------------------------------------
 
 
@@ -396,13 +435,15 @@ class _Nothing:
 
 
 class _FlakyTransients:
-    """One transient automation every minute whose first fire fails (database down)."""
+    """One transient automation every minute whose fires number ``failing`` (1-based) fail: database down."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: set[int]) -> None:
         self.row = ScheduledAutomation(id="tr_1", next_run_at=START + timedelta(minutes=1),
                                        trigger_spec=EVERY_MINUTE, partition=-1, transient=True)
-        self.calls: list[list[tuple[str, datetime]]] = []
+        self.calls: list[tuple[datetime, list[tuple[str, datetime]]]] = []
+        self._failing = failing
         self._watcher: Callable[[str], None] | None = None
+        self.clock: VirtualClock | None = None
 
     def due_before(self, before: datetime) -> list[ScheduledAutomation]:
         return [self.row] if self.row.next_run_at < before else []
@@ -415,8 +456,9 @@ class _FlakyTransients:
         return lambda: None
 
     async def fire(self, items: Sequence[DueItem]) -> int:
-        self.calls.append([(i.automation_id, i.scheduled_for) for i in items])
-        if len(self.calls) == 1:
+        assert self.clock is not None
+        self.calls.append((self.clock.now(), [(i.automation_id, i.scheduled_for) for i in items]))
+        if len(self.calls) in self._failing:
             raise StorageUnavailable("database down")
         self.row = ScheduledAutomation(id="tr_1", next_run_at=self.row.next_run_at + timedelta(minutes=1),
                                        trigger_spec=EVERY_MINUTE, partition=-1, transient=True)
@@ -430,31 +472,30 @@ async def _settle(rounds: int = 50) -> None:
         await asyncio.sleep(0)
 
 
-async def test_ticker_fires_transients_itself_and_retries_a_failed_fire() -> None:
+async def test_ticker_fires_transients_itself_and_backs_off_while_the_database_is_down() -> None:
     clock = VirtualClock(START)
     published: list[Any] = []
 
     async def publish(message: Any) -> None:
         published.append(message)
 
-    transients = _FlakyTransients()
+    transients = _FlakyTransients(failing={1, 2, 3, 5})
+    transients.clock = clock
     ticker = WheelTicker(source=_Nothing(), publish=publish, clock=clock, transients=transients)
     task = asyncio.create_task(ticker.run())
+    first = START + timedelta(minutes=1)
     try:
         await asyncio.wait_for(ticker.ready.wait(), timeout=5)
         assert ticker.wheel_size == 1
-        clock.set(START + timedelta(minutes=1))
-        await _settle()
-        assert transients.calls == [[("tr_1", START + timedelta(minutes=1))]]
-        clock.set(START + timedelta(minutes=1, seconds=0.999))
-        await _settle()
-        assert len(transients.calls) == 1
-        clock.set(START + timedelta(minutes=1, seconds=1))  # the retry, a second later, same instant
-        await _settle()
-        assert transients.calls[1] == [("tr_1", START + timedelta(minutes=1))]
-        clock.set(START + timedelta(minutes=2))
-        await _settle()
-        assert transients.calls[2] == [("tr_1", START + timedelta(minutes=2))]
+        for seconds in (0, 0.999, 1, 2.999, 3, 6.999, 7):  # fails at 0, 1 and 3: retried after 1, 2, then 4 s
+            clock.set(first + timedelta(seconds=seconds))
+            await _settle()
+        assert transients.calls == [(first + timedelta(seconds=s), [("tr_1", first)]) for s in (0, 1, 3, 7)]
+        second = first + timedelta(minutes=1)
+        for seconds in (0, 0.999, 1):  # after a success the backoff starts again from 1 s
+            clock.set(second + timedelta(seconds=seconds))
+            await _settle()
+        assert transients.calls[4:] == [(second + timedelta(seconds=s), [("tr_1", second)]) for s in (0, 1)]
         assert published == []  # never announced to the planners
     finally:
         ticker.request_stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -347,3 +347,47 @@ async def test_an_edit_during_the_announcement_keeps_the_edited_schedule() -> No
 
     ticker = await _ticker_changing_during_publish(source, edit)
     assert ticker._wheel.due_ms_of("a") == int((T0 + timedelta(minutes=1, seconds=10)).timestamp() * 1000)
+
+
+# --- transient automations: fired off the tick --------------------------------------------------
+
+
+class StuckTransients:
+    """One transient automation every minute whose fire hangs until ``release`` (a slow database)."""
+
+    def __init__(self) -> None:
+        self.row = ScheduledAutomation(id="tr_1", next_run_at=T0 + timedelta(minutes=1), trigger_spec=EVERY_MINUTE,
+                                       partition=-1, transient=True)
+        self.release = asyncio.Event()
+        self.fired: list[list[tuple[str, datetime]]] = []
+
+    def due_before(self, before: datetime) -> list[ScheduledAutomation]:
+        return [self.row] if self.row.next_run_at < before else []
+
+    def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
+        return self.row if automation_id == self.row.id else None
+
+    def watch(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+        return lambda: None
+
+    async def fire(self, items: Sequence[DueItem]) -> int:
+        self.fired.append([(i.automation_id, i.scheduled_for) for i in items])
+        await self.release.wait()
+        return len(items)
+
+
+async def test_durable_announcements_do_not_wait_for_a_transient_fire(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    transients = StuckTransients()
+    h = await start(source, transients=transients)
+    assert h.ticker.wheel_size == 2
+    await h.at(T0 + timedelta(minutes=1))
+    assert transients.fired == [[("tr_1", T0 + timedelta(minutes=1))]]  # in flight, stuck
+    assert h.items() == [("a", T0 + timedelta(minutes=1))]
+    await h.at(T0 + timedelta(minutes=2))  # the ticker goes on while the transient's transaction hangs
+    assert h.items() == [("a", T0 + timedelta(minutes=1)), ("a", T0 + timedelta(minutes=2))]
+    assert len(transients.fired) == 1
+    transients.release.set()
+    await _settle()
+    assert not any(item[0] == "tr_1" for item in h.items())  # never announced to the planners
