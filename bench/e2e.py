@@ -13,6 +13,11 @@ Three scenarios, each on a fresh database (and, on the services stack, fresh bus
   what was still in flight when the window closed.
 - ``idle``: one automation every second: fire lateness (committed − ``scheduled_for``) p50 / p99 / max.
 
+Baseline, measured first in the same process (``baseline``): how late a bare ``asyncio.sleep``
+wakes (p50 / p99) and one ``SELECT 1`` round trip of the stack's driver (aiosqlite or asyncpg).
+The shared VM this runs on varies several-fold from hour to hour, so each scenario also prints
+its figure as a ratio to it (``p99_vs_bare_sleep_p99``, ``us_per_run_vs_select1``).
+
 Stacks: ``embedded`` (SQLite file + in-process bus) and ``services`` (PostgreSQL + RabbitMQ,
 ``ACTWHEEL_BENCH_DATABASE_URL`` / ``ACTWHEEL_BENCH_BROKER_URL``, default the ops/dev-services ones).
 Wall-clock time throughout (a SystemClock): these are real figures, not virtual ones.
@@ -42,6 +47,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiosqlite
+import asyncpg
 
 from actwheel.actors.planner import Planner
 from actwheel.bus import AmqpBus, MemoryBus, Topology
@@ -320,8 +328,52 @@ async def idle(kind: str, seconds: int) -> dict[str, Any]:
 
 # --- main -------------------------------------------------------------------------------------
 
+# --- the machine's own floor, measured in this process -----------------------------------------
+
+async def machine_baseline(kind: str) -> dict[str, Any]:
+    """What this process gets from the machine right now, for ratios: how late a bare ``asyncio.sleep``
+    wakes (the floor of any timer on this event loop) and one database round trip (``SELECT 1``) of
+    the stack's driver. Shared VMs vary by several times from hour to hour; compare figures by ratio."""
+    lateness = []
+    for _ in range(40):
+        target = math.ceil(time.time() / 0.025) * 0.025 + 0.025
+        await asyncio.sleep(target - time.time())
+        lateness.append(time.time() - target)
+    sleep = percentiles(lateness)
+    return {"sleep_p50_ms": sleep["p50_ms"], "sleep_p99_ms": sleep["p99_ms"],
+            "select1_us": round(await _select1_us(kind), 1)}
+
+
+async def _select1_us(kind: str, count: int = 2000) -> float:
+    if kind == "embedded":
+        with tempfile.TemporaryDirectory() as tmp:
+            async with aiosqlite.connect(os.path.join(tmp, "baseline.db")) as db:
+                started = time.perf_counter()
+                for _ in range(count):
+                    await db.execute_fetchall("SELECT 1")
+                return (time.perf_counter() - started) / count * 1e6
+    connection = await asyncpg.connect(DATABASE_URL)
+    try:
+        started = time.perf_counter()
+        for _ in range(count):
+            await connection.fetchval("SELECT 1")
+        return (time.perf_counter() - started) / count * 1e6
+    finally:
+        await connection.close()
+
+
+def _with_ratios(scenario: str, result: dict[str, Any], baseline: dict[str, Any]) -> None:
+    if scenario == "idle" and "p99_ms" in result and baseline["sleep_p99_ms"]:
+        result["p99_vs_bare_sleep_p99"] = round(result["p99_ms"] / baseline["sleep_p99_ms"], 1)
+    if result.get("runs_per_s"):
+        result["us_per_run_vs_select1"] = round(1e6 / result["runs_per_s"] / baseline["select1_us"], 1)
+
+
 async def bench_stack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {}
+    baseline = await machine_baseline(kind)
+    results: dict[str, Any] = {"baseline": baseline}
+    if not args.json:
+        print(f"{kind:9} {'baseline':10} {json.dumps(baseline)}", flush=True)
     rate = args.rate or (5000 if kind == "embedded" else 2000)
     scenarios = {
         "idle": lambda: idle(kind, args.idle_seconds),
@@ -334,6 +386,7 @@ async def bench_stack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         except Exception as exc:  # a scenario that fails is reported, the others still run
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
         _mark_targets(kind, name, results[name])
+        _with_ratios(name, results[name], baseline)
         if not args.json:
             print(f"{kind:9} {name:10} {json.dumps(results[name])}", flush=True)
     return results
