@@ -7,7 +7,6 @@ change (DESIGN invariant 4). The envelope id is the event id consumers dedupe by
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import groupby
 from typing import Any, TypeVar
 
 import orjson
@@ -86,11 +85,12 @@ class EventFactory:
     def runs_transitioned(self, transitions: Sequence[RunTransition]) -> list[NewOutboxMessage]:
         """``run.<status>`` messages: one per status (in first-seen order), at most EVENT_BATCH entries
         and about ``_TEXT_BYTES_PER_MESSAGE`` of texts each."""
+        by_status: dict[str, list[RunTransition]] = {}
+        for transition in transitions:
+            by_status.setdefault(transition.status, []).append(transition)
         rows = []
-        order = {status: i for i, status in reversed(list(enumerate(t.status for t in transitions)))}
-        by_status = sorted(transitions, key=lambda t: order[t.status])
-        for status, group in groupby(by_status, key=lambda t: t.status):
-            for chunk in _chunks(list(group), _transition_weight):
+        for status, group in by_status.items():
+            for chunk in _chunks(group, _transition_weight):
                 message = RunsTransitioned(status=status, runs=chunk)
                 rows.append(self.row(self.topology.events, message.routing_key, message,
                                      correlation_id=chunk[0].run_id if len(chunk) == 1 else None))
