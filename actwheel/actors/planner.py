@@ -213,7 +213,10 @@ class Planner(ConsumerActor):
         if self._observers:
             created = [item.run for item in inserted if item.created]
             for observer in self._observers:
-                observer(created, now)
+                try:
+                    observer(created, now)
+                except Exception:  # the batch is committed: an observer's bug must not make it look failed
+                    _log.exception("commit_observer_failed")
         for item in inserted:
             run = item.run
             if not item.created:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from actwheel.actors.planner import _ParsedSpecs
-from actwheel.storage.records import Automation, AutomationStatus
+from actwheel.actors.planner import Planner, _ParsedSpecs
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.settings import Settings
+from actwheel.storage.records import Automation, AutomationStatus, InsertedRun, Origin, Run, RunStatus
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 EVERY_SECOND = {"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "SECONDS",
@@ -47,3 +52,31 @@ def test_capacity_bounds_the_cache() -> None:
     for i in range(5):
         specs.get(_automation(id=f"a{i}"))
     assert len(specs._specs) <= 2
+
+
+
+def test_a_failing_commit_observer_does_not_fail_the_committed_batch(tmp_path: Path) -> None:
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1"),
+                    clock=VirtualClock(T0))
+    planner = engine.actors["planner"]
+    assert isinstance(planner, Planner)
+    seen: list[int] = []
+
+    def broken(runs: Sequence[Run], at: datetime) -> None:
+        raise RuntimeError("observer bug")
+
+    planner.on_commit(broken)
+    planner.on_commit(lambda runs, at: seen.append(len(runs)))
+    planner._observe([InsertedRun(run=_run(), created=True), InsertedRun(run=_run(id="r2"), created=False)])
+    assert seen == [1]  # the next observer still ran with the created run, and nothing was raised
+
+
+def _run(**overrides: Any) -> Run:
+    values: dict[str, Any] = {
+        "id": "r1", "automation_id": "a1", "dedupe_key": "schedule:x", "scheduled_for": T0,
+        "origin": Origin.SCHEDULE, "status": RunStatus.PENDING, "reason": None, "attempt": 0, "not_before": None,
+        "lease_owner": None, "lease_expires_at": None, "lease_epoch": 0, "action_type": "simple.op",
+        "action_config": {}, "policy": {}, "owner_id": "alice", "context": {}, "result": None, "error": None,
+        "created_at": T0, "updated_at": T0, "started_at": None, "finished_at": None}
+    values.update(overrides)
+    return Run(**values)
