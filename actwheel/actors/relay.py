@@ -21,7 +21,7 @@ from actwheel.bus.envelope import Envelope, decode
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage, Unroutable
 from actwheel.logs import get_logger
-from actwheel.storage.base import Store
+from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewDeadLetter, OutboxMessage
 
 __all__ = ["OutboxRelay"]
@@ -91,20 +91,34 @@ class OutboxRelay(Actor):
         return total
 
     async def relay_once(self) -> int:
-        """Publish one batch in order; returns how many rows were published or dead-lettered."""
-        async with self._store.transaction() as tx:
-            rows = await tx.outbox.take_batch(self._batch)
-        if not rows:
-            return 0
-        dead = await self._publish(rows)
-        async with self._store.transaction() as tx:
-            for row, reason in dead:
-                await tx.dead_letters.add(NewDeadLetter(source="outbox", reason=reason, ref_id=str(row.id),
-                                                        payload={"exchange": row.exchange,
-                                                                 "routing_key": row.routing_key}))
-            await tx.outbox.mark_published([row.id for row in rows])
+        """Publish one batch in order; returns how many rows were published or dead-lettered.
+
+        Where the store has row locks (PostgreSQL), take, publish and mark happen in one
+        transaction holding the rows, so relays of several instances split the outbox instead of
+        each publishing every row. Otherwise (SQLite: one writer, which a publish waiting on a
+        full in-process queue must not hold) the rows are taken, published, then marked.
+        """
+        if self._store.row_locks:
+            async with self._store.transaction() as tx:
+                rows = await tx.outbox.take_batch(self._batch, exclusive=True)
+                if rows:
+                    await self._finish(tx, rows, await self._publish(rows))
+        else:
+            async with self._store.transaction() as tx:
+                rows = await tx.outbox.take_batch(self._batch)
+            if rows:
+                dead = await self._publish(rows)
+                async with self._store.transaction() as tx:
+                    await self._finish(tx, rows, dead)
         self.published += len(rows)
         return len(rows)
+
+    @staticmethod
+    async def _finish(tx: Transaction, rows: Sequence[OutboxMessage], dead: list[tuple[OutboxMessage, str]]) -> None:
+        for row, reason in dead:
+            await tx.dead_letters.add(NewDeadLetter(source="outbox", reason=reason, ref_id=str(row.id),
+                                                    payload={"exchange": row.exchange, "routing_key": row.routing_key}))
+        await tx.outbox.mark_published([row.id for row in rows])
 
     async def _publish(self, rows: Sequence[OutboxMessage]) -> list[tuple[OutboxMessage, str]]:
         dead: list[tuple[OutboxMessage, str]] = []

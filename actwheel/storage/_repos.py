@@ -961,8 +961,9 @@ class SqlOutbox(OutboxRepository):
             await self._x.copy_rows("copy_outbox", rows, guarded=False)
             self._x.outbox_touched = True
 
-    async def take_batch(self, limit: int = 500) -> list[OutboxMessage]:
-        return [_outbox(r) for r in await self._x.fetch("take_outbox", {"limit": _limit(limit)})]
+    async def take_batch(self, limit: int = 500, *, exclusive: bool = False) -> list[OutboxMessage]:
+        query = "take_outbox_exclusive" if exclusive else "take_outbox"
+        return [_outbox(r) for r in await self._x.fetch(query, {"limit": _limit(limit)})]
 
     async def mark_published(self, ids: Sequence[int]) -> int:
         if not ids:

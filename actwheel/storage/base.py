@@ -300,8 +300,12 @@ class OutboxRepository(ABC):
         """Queue many messages in one statement, in order."""
 
     @abstractmethod
-    async def take_batch(self, limit: int = 500) -> list[OutboxMessage]:
-        """Unpublished messages in id order (at-least-once: a crash before marking repeats them)."""
+    async def take_batch(self, limit: int = 500, *, exclusive: bool = False) -> list[OutboxMessage]:
+        """Unpublished messages in id order (at-least-once: a crash before marking repeats them).
+
+        ``exclusive``: lock the rows for this transaction; a concurrent exclusive take skips them
+        (where :attr:`Store.row_locks`). Publish and mark them in the same transaction.
+        """
 
     @abstractmethod
     async def mark_published(self, ids: Sequence[int]) -> int:
@@ -627,6 +631,10 @@ class Store(ABC):
 
     #: ``"sqlite"`` or ``"postgres"``
     dialect: Dialect
+    #: True when a transaction's row locks let several relays split the outbox between them
+    #: (``take_batch(exclusive=True)`` skips rows another open transaction took): PostgreSQL. False
+    #: for one writer (SQLite), where a transaction must never be held across a bus publish.
+    row_locks: bool = False
 
     @abstractmethod
     async def start(self) -> None:

@@ -240,6 +240,7 @@ class PostgresStore(Store):
     """
 
     dialect = "postgres"
+    row_locks = True
 
     def __init__(
         self,

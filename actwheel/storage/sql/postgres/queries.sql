@@ -323,6 +323,10 @@ SELECT pg_notify(:channel, '');
 -- name: take_outbox
 SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
 
+-- name: take_outbox_exclusive
+-- Rows locked for this transaction; a concurrent relay's exclusive take skips them.
+SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED;
+
 -- name: mark_published
 UPDATE outbox SET published_at = now() WHERE id = ANY(:ids::bigint[]) AND published_at IS NULL RETURNING id;
 

@@ -288,6 +288,10 @@ VALUES (:exchange, :routing_key, :body, :headers, :now);
 -- name: take_outbox
 SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
 
+-- name: take_outbox_exclusive
+-- One writer: the transaction itself is exclusive.
+SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
+
 -- name: mark_published
 UPDATE outbox SET published_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND published_at IS NULL
