@@ -210,6 +210,17 @@ class _PgExecutor(Executor):
         return self._now
 
 
+async def _no_session_state(_: asyncpg.Connection) -> None:
+    """The pool's reset on release: nothing to undo beyond what asyncpg itself does.
+
+    asyncpg still rolls back a transaction left open and drops listeners; its default reset
+    query (advisory unlock all, CLOSE ALL, UNLISTEN *, RESET ALL) would cost one more round trip
+    per transaction. Pooled connections here carry no session state: the only advisory lock is
+    transaction-scoped (migrations), no statement uses SET or cursors, and LISTEN runs on a
+    connection of its own (:meth:`PostgresStore._ensure_listener`).
+    """
+
+
 def _embed_json(value: Any) -> Any:
     """JSON documents travel as JSON (not as strings holding JSON); other str subclasses as str."""
     if isinstance(value, JsonText):
@@ -285,6 +296,7 @@ class PostgresStore(Store):
                 timeout=self._connect_timeout,
                 command_timeout=self._statement_timeout,
                 statement_cache_size=256,
+                reset=_no_session_state,
             )
         except Exception as exc:
             raise StorageUnavailable(f"cannot connect to {_redacted(self._dsn)}: {exc}") from exc
