@@ -92,7 +92,8 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
             recorded = await tx.idempotency.put("k", {"ok": True})
     finally:
         await upgrading.stop()
-    assert applied == ["0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first"]
+    assert applied == ["0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
+                       "0005_cheaper_claims_and_cursors"]
     assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
         True, AutomationStatus.ACTIVE, T0, 3, 7)
     assert (due.owner_id, due.labels, due.trigger, due.created_at) == (
@@ -149,13 +150,15 @@ async def test_concurrent_migrations_apply_each_migration_once(backend: Backend)
 
 async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None:
     out = io.StringIO()
-    names = ["0001_init", "0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first"]
+    names = ["0001_init", "0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
+             "0005_cheaper_claims_and_cursors"]
     assert await migrate(backend.url, out) == names
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()
-    assert lines[:4] == [f"applied {name}" for name in names]
-    assert lines[4].endswith("4 migration(s) applied, schema up to date")
-    assert lines[5].endswith("0 migration(s) applied, schema up to date")
+    count = len(names)
+    assert lines[:count] == [f"applied {name}" for name in names]
+    assert lines[count].endswith(f"{count} migration(s) applied, schema up to date")
+    assert lines[count + 1].endswith("0 migration(s) applied, schema up to date")
     assert "actwheel:actwheel@" not in out.getvalue()  # the password is redacted
 
 

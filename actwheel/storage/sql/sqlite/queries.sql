@@ -114,7 +114,8 @@ UPDATE automation_specs SET updated_at = :now WHERE id = :id RETURNING *;
 
 -- name: cancel_waiting_runs_of
 UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, updated_at = :now, finished_at = :now
-WHERE automation_id IN (SELECT value FROM json_each(:automation_ids)) AND status IN ('PENDING', 'RETRY_WAIT')
+WHERE automation_id IN (SELECT value FROM json_each(:automation_ids)) AND finished_at IS NULL
+  AND status IN ('PENDING', 'RETRY_WAIT')
 RETURNING id;
 
 -- name: delete_automation
@@ -217,7 +218,8 @@ UPDATE runs SET
     lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER),
     lease_epoch = lease_epoch + 1, attempt = attempt + 1,
     started_at = coalesce(started_at, :now), updated_at = :now
-WHERE id IN (SELECT id FROM runs WHERE status = 'PENDING' AND (not_before IS NULL OR not_before <= :now)
+WHERE id IN (SELECT id FROM runs WHERE finished_at IS NULL AND status = 'PENDING'
+               AND (not_before IS NULL OR not_before <= :now)
              ORDER BY updated_at LIMIT :limit)
 RETURNING *;
 
@@ -244,7 +246,7 @@ RETURNING runs.id;
 
 -- name: expired_leases
 SELECT * FROM runs
-WHERE status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < :now
+WHERE finished_at IS NULL AND status IN ('RUNNING', 'COMPENSATING') AND lease_expires_at < :now
 ORDER BY lease_expires_at
 LIMIT :limit;
 
@@ -259,7 +261,7 @@ RETURNING *;
 
 -- name: stale_pending
 SELECT * FROM runs
-WHERE status = 'PENDING'
+WHERE finished_at IS NULL AND status = 'PENDING'
   AND updated_at <= :now - CAST(:older_than_s * 1000000 AS INTEGER)
   AND (not_before IS NULL OR not_before <= :now - CAST(:older_than_s * 1000000 AS INTEGER))
 ORDER BY updated_at
@@ -267,7 +269,8 @@ LIMIT :limit;
 
 -- name: promote_due_retries
 UPDATE runs SET status = 'PENDING', updated_at = :now
-WHERE id IN (SELECT id FROM runs WHERE status = 'RETRY_WAIT' AND not_before <= :now ORDER BY not_before LIMIT :limit)
+WHERE id IN (SELECT id FROM runs WHERE finished_at IS NULL AND status = 'RETRY_WAIT' AND not_before <= :now
+             ORDER BY not_before LIMIT :limit)
 RETURNING *;
 
 -- name: cancel_run
@@ -277,7 +280,7 @@ RETURNING id;
 
 -- name: active_automation_ids
 SELECT DISTINCT automation_id FROM runs
-WHERE automation_id IN (SELECT value FROM json_each(:ids))
+WHERE automation_id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NULL
   AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
 
 -- ---------------------------------------------------------------- outbox
