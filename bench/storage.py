@@ -5,7 +5,11 @@ For each backend, side by side and in the same process:
 - ``raw single``        the raw driver: one single-row INSERT transaction after another (tx/s)
 - ``raw batched``       the raw driver: one multi-row INSERT (UNNEST / executemany) per batch (rows/s)
 - ``create single``     one transaction per run: cursor CAS + run insert + outbox message (runs/s)
-- ``create batched``    one transaction per --batch runs: advance_cursors + insert_many + append_many
+- ``create batched``    one transaction per --batch runs: advance_cursors + insert_many + append_many of
+                        the ``run.ready`` messages the planner writes (the engine's EventFactory:
+                        up to 500 run ids per message)
+- ``create batched, message per run``   the same with one outbox message per run (a worst case:
+                        no caller of the engine's writes one per run)
 - ``claim+finish single``   claim in one transaction, finish in another, per run
 - ``claim+finish batched``  claim_many then finish_many, --batch runs per transaction
 
@@ -52,6 +56,9 @@ import aiosqlite
 import asyncpg
 import orjson
 
+from actwheel.bus.topology import Topology
+from actwheel.clock import SystemClock
+from actwheel.events import EventFactory
 from actwheel.storage import Store, open_store
 from actwheel.storage.records import (
     Automation,
@@ -118,6 +125,17 @@ def new_run(a: Automation, at: datetime) -> NewRun:
 
 
 _message_ids = itertools.count()
+_EVENTS = EventFactory(topology=Topology(), clock=SystemClock(), source="bench")
+Messages = Callable[[list[str]], list[NewOutboxMessage]]
+
+
+def ready_messages(run_ids: list[str]) -> list[NewOutboxMessage]:
+    """What the planner appends for its committed runs: ``run.ready`` with up to 500 ids each."""
+    return _EVENTS.runs_ready(run_ids)
+
+
+def message_per_run(run_ids: list[str]) -> list[NewOutboxMessage]:
+    return [ready_message(run_id) for run_id in run_ids]
 
 
 def ready_message(run_id: str) -> NewOutboxMessage:
@@ -160,7 +178,8 @@ async def create_single(store: Store, cursors: Cursors, count: int) -> list[str]
     return ids
 
 
-async def create_batched(store: Store, cursors: Cursors, count: int, batch: int) -> list[str]:
+async def create_batched(store: Store, cursors: Cursors, count: int, batch: int,
+                         messages: Messages = ready_messages) -> list[str]:
     ids: list[str] = []
     for start in range(0, count, batch):
         chunk = [cursors.automations[i % len(cursors.automations)] for i in range(start, min(count, start + batch))]
@@ -171,7 +190,7 @@ async def create_batched(store: Store, cursors: Cursors, count: int, batch: int)
                                new_next_run_at=moves[a.id][1]) for a in chunk]
             )
             inserted = await tx.runs.insert_many([new_run(a, moves[a.id][0]) for a in chunk if a.id in won])
-            await tx.outbox.append_many([ready_message(r.run.id) for r in inserted])
+            await tx.outbox.append_many(messages([r.run.id for r in inserted]))
         ids.extend(r.run.id for r in inserted)
     return ids
 
@@ -209,12 +228,17 @@ async def storage_figures(backend: str, store: Store, args: argparse.Namespace) 
     async def make_batched() -> None:
         created.append(await create_batched(store, cursors, args.runs, args.batch))
 
+    async def make_batched_per_run() -> None:
+        created.append(await create_batched(store, cursors, args.runs, args.batch, message_per_run))
+
     rate = await best_rate(args.repeat, args.singles, make_single)
     figures.append(Figure(backend, "create single", rate, "runs/s", args.singles))
     singles = [run_id for ids in created for run_id in ids]
     created.clear()
     rate = await best_rate(args.repeat, args.runs, make_batched)
     figures.append(Figure(backend, "create batched", rate, "runs/s", args.runs))
+    rate = await best_rate(args.repeat, args.runs, make_batched_per_run)
+    figures.append(Figure(backend, "create batched, message per run", rate, "runs/s", args.runs))
     batched = iter(created)
 
     async def finish_single() -> None:
@@ -464,7 +488,7 @@ def print_table(figures: list[Figure]) -> None:
     backends = sorted({f.backend for f in figures}, key=["sqlite", "postgres"].index)
     scenarios = list(dict.fromkeys(f.scenario for f in figures))
     by_key = {(f.backend, f.scenario): f for f in figures}
-    print(f"{'scenario':<26}" + "".join(f"{b:>32}" for b in backends))
+    print(f"{'scenario':<34}" + "".join(f"{b:>32}" for b in backends))
     for scenario in scenarios:
         cells = []
         for b in backends:
@@ -472,7 +496,7 @@ def print_table(figures: list[Figure]) -> None:
             ratio = rel.get((b, scenario))
             text = "" if f is None else f"{f.per_second:>10,.0f} {f.unit}" + (f" ({ratio:.2f}x raw)" if ratio else "")
             cells.append(f"{text:>32}")
-        print(f"{scenario:<26}" + "".join(cells))
+        print(f"{scenario:<34}" + "".join(cells))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

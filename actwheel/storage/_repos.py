@@ -138,6 +138,10 @@ class Executor(ABC):
     async def now(self) -> datetime:
         """The clock that decides correctness for this dialect."""
 
+    def saw_now(self, row: Row) -> None:  # noqa: B027 - a hook: only PostgreSQL's clock is the database's
+        """A statement returned the database's clock in column ``now`` of ``row``: :meth:`now`
+        may answer with it instead of asking the database again (PostgreSQL)."""
+
 
 # --- row → record -------------------------------------------------------------------
 
@@ -565,7 +569,10 @@ class SqlAutomations(AutomationRepository):
             return set()
         # A stable lock order keeps concurrent batches from deadlocking each other.
         rows.sort(key=lambda r: r["automation_id"])
-        return {r["id"] for r in await self._x.fetch_rows("advance_cursors", rows)}
+        won = await self._x.fetch_rows("advance_cursors", rows)
+        if won:
+            self._x.saw_now(won[0])  # the runs inserted next are stamped with it: no round trip for it
+        return {r["id"] for r in won}
 
 
 def _advance_row(i: int, a: CursorAdvance) -> dict[str, Any]:

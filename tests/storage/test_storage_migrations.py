@@ -223,5 +223,5 @@ async def test_a_store_that_is_not_started_or_stopped_is_unavailable(tmp_path: P
 
 
 def test_both_dialects_define_the_same_queries() -> None:
-    pg_only = {"migration_lock", "db_now", "current_schema", "notify_outbox"}
+    pg_only = {"migration_lock", "db_now", "current_schema"}
     assert set(load_queries("postgres")) - pg_only == set(load_queries("sqlite"))

@@ -41,3 +41,25 @@ DROP INDEX runs_pending;
 DROP INDEX runs_leased;
 DROP INDEX runs_retry_wait;
 CREATE INDEX runs_open ON runs (automation_id) WHERE finished_at IS NULL;
+
+-- outbox: the relay's wake-up is sent by the insert itself (one NOTIFY per statement, and
+-- PostgreSQL folds equal notifications of a transaction into one, delivered at commit), instead
+-- of one more round trip per committing transaction. The channel is per schema, as the
+-- listener computes it.
+CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('actwheel_outbox_' || left(md5(TG_TABLE_SCHEMA), 12), '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER outbox_notify AFTER INSERT ON outbox FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+
+-- Outbox bodies of batched events run to tens of kilobytes: lz4 compresses them several times
+-- faster than the default pglz (where the server was built without lz4, pglz stays).
+DO $$
+BEGIN
+    ALTER TABLE outbox ALTER COLUMN body SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported THEN
+    RAISE NOTICE 'lz4 is not available: outbox bodies keep the default compression';
+END
+$$;

@@ -168,7 +168,7 @@ FROM unnest(:automation_id::text[], :version::bigint[], :expected_next_run_at::t
 WHERE s.automation_id = c.automation_id AND s.version = c.version
   AND s.next_run_at IS NOT DISTINCT FROM c.expected_next_run_at
   AND s.automation_id = ANY(:automation_id::text[])
-RETURNING s.automation_id AS id;
+RETURNING s.automation_id AS id, now() AS now;
 
 -- name: insert_runs
 INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before,
@@ -325,9 +325,6 @@ WHERE automation_id = ANY(:ids::text[]) AND finished_at IS NULL
 -- ---------------------------------------------------------------- outbox
 -- name: copy_outbox
 COPY outbox (exchange, routing_key, body, headers) FROM STDIN;
-
--- name: notify_outbox
-SELECT pg_notify(:channel, '');
 
 -- name: take_outbox
 SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT :limit;
