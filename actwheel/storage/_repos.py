@@ -776,11 +776,17 @@ class SqlRuns(RunRepository):
         """The fast path: a bulk insert that holds only if every key is new (the common case).
         False (and nothing written) when a key or an id already exists."""
         now = await self._x.now()
+        plain = True
         for row in ordered:
             row["created_at"] = row["updated_at"] = now
-            row["finished_at"] = now if row["status"] in _DONE_ON_INSERT else None
+            if row["status"] in _DONE_ON_INSERT:
+                row["finished_at"] = now
+                plain = False
+            else:
+                row["finished_at"] = None
+                plain = plain and row["status"] == "PENDING" and row["reason"] is None and row["not_before"] is None
         try:
-            await self._x.copy_rows("copy_runs", ordered)
+            await self._x.copy_rows("copy_pending_runs" if plain else "copy_runs", ordered)
         except IntegrityViolation as exc:
             if exc.kind != "unique":
                 raise

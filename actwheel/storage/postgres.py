@@ -108,7 +108,8 @@ _COPY = re.compile(r"COPY\s+(\w+)\s*\(([^)]*)\)\s+FROM\s+STDIN", re.IGNORECASE)
 @cache
 def _copy_target(sql: str) -> tuple[str, tuple[str, ...], Any]:
     """Table, columns and a row → tuple getter of a named ``COPY table (columns) FROM STDIN`` query."""
-    match = _COPY.fullmatch(sql.strip())
+    statement = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    match = _COPY.fullmatch(statement.strip())
     if match is None:
         raise ValueError(f"not a COPY … FROM STDIN query: {sql[:60]!r}")
     columns = tuple(col.strip() for col in match.group(2).split(","))

@@ -176,7 +176,20 @@ async def test_reject_dead_letters_at_once_with_the_reason(
     assert (letter.reason, letter.detail, letter.queue, letter.routing_key) == (reason, detail, queue, "r.x")
     assert letter.headers["x-actwheel-reason"] == reason
     assert letter.envelope == sent
+    # The consumer counts the letter once the broker confirms it, and the broker may hand it to the
+    # dead-letter consumer first: wait for the count (bounded), not for an arbitrary delay.
+    await _counted(harness, reason)
     assert harness.bus.stats.dead_lettered[reason] == 1
+
+
+async def _counted(harness: Harness, reason: str, within_s: float = 5.0) -> None:
+    """Until the bus has counted a letter for ``reason`` (bounded; the loop yields between looks)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        if harness.bus.stats.dead_lettered[reason] or loop.time() >= deadline:
+            return
+        await asyncio.sleep(0.005)
 
 
 async def test_undecodable_bodies_are_dead_lettered_and_traffic_flows(harness: Harness) -> None:

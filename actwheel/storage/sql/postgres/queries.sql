@@ -186,6 +186,12 @@ RETURNING id, created_at, updated_at, finished_at;
 -- name: copy_runs
 COPY runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before, action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at) FROM STDIN;
 
+-- name: copy_pending_runs
+-- copy_runs for the common batch (every run PENDING, no reason, no not_before): the columns
+-- left out take their defaults (NULL; created_at and updated_at now(), the transaction's start,
+-- the same instant copy_runs would be sent). Five columns fewer to encode and decode per run.
+COPY runs (id, automation_id, dedupe_key, scheduled_for, origin, status, action_type, action_config, policy, owner_id, context) FROM STDIN;
+
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
 JOIN json_to_recordset(:rows::json) AS k (automation_id text, dedupe_key text)

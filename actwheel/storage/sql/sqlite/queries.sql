@@ -167,6 +167,11 @@ RETURNING id, created_at, updated_at, finished_at;
 INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before, action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at)
 VALUES (:id, :automation_id, :dedupe_key, :scheduled_for, :origin, :status, :reason, :not_before, :action_type, :action_config, :policy, :owner_id, :context, :created_at, :updated_at, :finished_at);
 
+-- name: copy_pending_runs
+-- (PostgreSQL leaves the default columns out; SQLite's times are the client's, so it sends them all.)
+INSERT INTO runs (id, automation_id, dedupe_key, scheduled_for, origin, status, reason, not_before, action_type, action_config, policy, owner_id, context, created_at, updated_at, finished_at)
+VALUES (:id, :automation_id, :dedupe_key, :scheduled_for, :origin, :status, :reason, :not_before, :action_type, :action_config, :policy, :owner_id, :context, :created_at, :updated_at, :finished_at);
+
 -- name: runs_by_keys
 SELECT r.* FROM runs AS r
 JOIN (SELECT json_extract(value, '$.automation_id') AS automation_id,
