@@ -163,6 +163,8 @@ def _positional_constructor(cls: type[Any]) -> Callable[..., Any]:
 
 #: ``Run(...)`` with the 23 fields positionally, in declaration order (see :func:`_positional_constructor`).
 _make_run: Callable[..., Run] = _positional_constructor(Run)
+#: ``InsertedRun(run, created)``, positionally.
+_make_inserted: Callable[[Run, bool], InsertedRun] = _positional_constructor(InsertedRun)
 
 
 def _automation(row: Row) -> Automation:
@@ -769,7 +771,7 @@ class SqlRuns(RunRepository):
         # Sorted by key so that concurrent batches take unique-index locks in one order.
         ordered = sorted(rows, key=_run_key)
         if await self._insert_fresh(ordered):
-            return [InsertedRun(run=_fresh_run(r, n), created=True) for r, n in zip(rows, news, strict=True)]
+            return [_make_inserted(_fresh_run(r, n), True) for r, n in zip(rows, news, strict=True)]
         return await self._insert_or_find(rows, ordered)
 
     async def _insert_fresh(self, ordered: list[dict[str, Any]]) -> bool:

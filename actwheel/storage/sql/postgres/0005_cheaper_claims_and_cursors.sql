@@ -36,6 +36,14 @@ UPDATE runs SET finished_at = updated_at
 WHERE status NOT IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING') AND finished_at IS NULL;
 ALTER TABLE runs ADD CONSTRAINT runs_finished_shape CHECK (
     (finished_at IS NULL) = (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING')));
+-- A run's JSON values are snapshots written once and read whole, never queried inside: json
+-- (checked, stored as sent) instead of jsonb (parsed into a tree on the way in, printed back on
+-- the way out) costs the server ≈ 1 µs less per run created, and less per run claimed (the claim
+-- returns them). This rewrites the table, at its old fillfactor, before the new one is set.
+ALTER TABLE runs
+    ALTER COLUMN action_config TYPE json, ALTER COLUMN policy TYPE json, ALTER COLUMN context TYPE json,
+    ALTER COLUMN result TYPE json, ALTER COLUMN error TYPE json;
+ALTER TABLE runs ALTER COLUMN context SET DEFAULT '{}'::json;
 ALTER TABLE runs SET (fillfactor = 50);
 DROP INDEX runs_pending;
 DROP INDEX runs_leased;

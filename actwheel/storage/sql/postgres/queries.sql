@@ -178,8 +178,8 @@ SELECT n.id, n.automation_id, n.dedupe_key, n.scheduled_for, n.origin, n.status,
     CASE WHEN n.status IN ('SKIPPED', 'CANCELED') THEN now() END
 FROM json_to_recordset(:rows::json)
      AS n (id text, automation_id text, dedupe_key text, scheduled_for timestamptz, origin text, status text,
-           reason text, not_before timestamptz, action_type text, action_config jsonb, policy jsonb,
-           owner_id text, context jsonb)
+           reason text, not_before timestamptz, action_type text, action_config json, policy json,
+           owner_id text, context json)
 ON CONFLICT DO NOTHING
 RETURNING id, created_at, updated_at, finished_at;
 
@@ -277,7 +277,7 @@ UPDATE runs AS r SET
     finished_at = CASE WHEN f.status IN ('COMPENSATING', 'RETRY_WAIT', 'PENDING') THEN NULL ELSE now() END,
     updated_at = now()
 FROM json_to_recordset(:rows::json)
-     AS f (run_id text, owner text, epoch bigint, status text, reason text, result jsonb, error jsonb,
+     AS f (run_id text, owner text, epoch bigint, status text, reason text, result json, error json,
            not_before timestamptz)
 WHERE r.id = f.run_id AND r.lease_owner = f.owner AND r.lease_epoch = f.epoch
   AND r.status IN ('RUNNING', 'COMPENSATING')
