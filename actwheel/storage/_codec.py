@@ -65,6 +65,15 @@ _prefix = ""
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
+def _forget_random_pool() -> None:
+    """A forked child must not make the ids its parent makes from the same pool."""
+    global _random_left, _prefix_ms
+    _random_left, _prefix_ms = 0, -1
+
+
+os.register_at_fork(after_in_child=_forget_random_pool)
+
+
 def new_id() -> str:
     """A version 7 UUID string: 48 bits of Unix milliseconds, then 74 random bits.
 
@@ -72,7 +81,7 @@ def new_id() -> str:
     its right edge instead of on random pages: less to write per commit on both databases.
     The randomness is read from the OS in bulk, and the time part is formatted once per
     millisecond (a batch of a thousand rows makes a thousand ids). Made on the event loop's
-    thread only: the pool is not shared across threads.
+    thread only: the pool is not shared across threads (a forked child starts a pool of its own).
     """
     global _random_hex, _random_left, _prefix_ms, _prefix
     ms = time.time_ns() // 1_000_000

@@ -274,9 +274,9 @@ def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 
 def _channel(schema: str) -> str:
     """The relay's wake-up channel of ``schema``: the outbox's insert trigger (migration 0005)
-    notifies ``'actwheel_outbox_' || left(md5(schema), 12)``. An md5 names a channel here, it
-    protects nothing."""
-    digest = hashlib.md5(schema.encode(), usedforsecurity=False).hexdigest()[:12]
+    notifies ``'actwheel_outbox_'`` and the first 12 hex digits of the SHA-256 of the schema's
+    name in UTF-8 (not md5, which a server in FIPS mode refuses)."""
+    digest = hashlib.sha256(schema.encode()).hexdigest()[:12]
     return f"actwheel_outbox_{digest}"
 
 

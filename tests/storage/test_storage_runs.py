@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
 
+import asyncpg
 import pytest
 from storage_harness import T0, Backend, aborted, db_now, make_automation, make_run, new_run
 
@@ -328,3 +330,44 @@ async def test_planner_unit_of_work_commits_or_rolls_back_together(store: Store)
         assert (await tx.automations.get(a.id)).next_run_at == T0
         assert await tx.runs.query() == []
         assert await tx.outbox.take_batch() == []
+
+
+_OPEN = {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRY_WAIT, RunStatus.COMPENSATING}
+
+
+@pytest.mark.parametrize("status", [s for s in RunStatus if s is not RunStatus.RUNNING])
+async def test_finished_at_is_set_exactly_when_a_finish_closes_the_run(store: Store, status: RunStatus) -> None:
+    # The open-runs index (runs_open) and every sweep read `finished_at IS NULL` as "in flight".
+    run = await make_run(store, await make_automation(store))
+    async with store.transaction() as tx:
+        claimed = await tx.runs.claim(run.id, "w", 30)
+        assert claimed is not None
+        assert claimed.finished_at is None
+        not_before = await tx.now() + timedelta(seconds=60) if status is RunStatus.RETRY_WAIT else None
+        assert await tx.runs.finish(RunOutcome(run_id=run.id, owner="w", epoch=claimed.lease_epoch,
+                                               status=status, not_before=not_before))
+        finished = await tx.runs.get(run.id)
+        active = await tx.runs.active_automation_ids([run.automation_id or ""])
+    assert finished.status is status
+    assert (finished.finished_at is None) == (status in _OPEN)
+    assert active == ({run.automation_id} if status in _OPEN else set())
+
+
+async def test_the_database_refuses_a_run_whose_finished_at_disagrees_with_its_status(
+    store: Store, backend: Backend
+) -> None:
+    run = await make_run(store, await make_automation(store))
+    statement = "UPDATE runs SET status = 'SUCCEEDED' WHERE id = $1"  # finished_at stays NULL
+    if backend.kind == "sqlite":
+        path = backend.url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError, match="runs_finished_shape"):
+            conn.execute(statement.replace("$1", "?"), (run.id,))
+    else:
+        conn = await asyncpg.connect(backend.url)  # the URL's search_path is the test's schema
+        try:
+            with pytest.raises(asyncpg.CheckViolationError, match="runs_finished_shape"):
+                await conn.execute(statement, run.id)
+        finally:
+            await conn.close()
+    async with store.transaction() as tx:
+        assert (await tx.runs.get(run.id)).status is RunStatus.PENDING

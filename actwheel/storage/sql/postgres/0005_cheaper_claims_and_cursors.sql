@@ -56,7 +56,7 @@ CREATE INDEX runs_open ON runs (automation_id) WHERE finished_at IS NULL;
 -- listener computes it.
 CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('actwheel_outbox_' || left(md5(TG_TABLE_SCHEMA), 12), '');
+    PERFORM pg_notify('actwheel_outbox_' || left(encode(sha256(convert_to(TG_TABLE_SCHEMA, 'UTF8')), 'hex'), 12), '');
     RETURN NULL;
 END
 $$;
