@@ -670,11 +670,22 @@ def _plain_new_run_row(new: NewRun) -> dict[str, Any] | None:
         "reason": new.reason,
         "not_before": None,
         "action_type": action_type,
-        "action_config": JsonText(config.decode()),
-        "policy": JsonText(policy.decode()),
+        # Plain text here (COPY and SQLite take it as it is); the batched-JSON slow path marks
+        # it as JSON first (:func:`_as_json_documents`).
+        "action_config": config.decode(),
+        "policy": policy.decode(),
         "owner_id": owner_id,
-        "context": JsonText(context.decode()),
+        "context": context.decode(),
     }
+
+
+def _as_json_documents(rows: Sequence[dict[str, Any]]) -> None:
+    """Mark the JSON texts of new-run rows as JSON documents (in place), so that a batched
+    statement embeds them as JSON, not as strings holding JSON."""
+    for row in rows:
+        for key in ("action_config", "policy", "context"):
+            if type(row[key]) is str:
+                row[key] = JsonText(row[key])
 
 
 def _checked_new_run_row(i: int, new: NewRun) -> dict[str, Any]:
@@ -798,6 +809,7 @@ class SqlRuns(RunRepository):
     async def _insert_or_find(self, rows: list[dict[str, Any]], ordered: list[dict[str, Any]]) -> list[InsertedRun]:
         """The slow path: insert what is new (``ON CONFLICT DO NOTHING``), read back what exists."""
         by_id = {r["id"]: r for r in rows}
+        _as_json_documents(ordered)
         created = {r["id"]: _inserted_run(by_id[r["id"]], r) for r in await self._x.fetch_rows("insert_runs", ordered)}
         by_key = {_run_key({"automation_id": r.automation_id, "owner_id": r.owner_id, "dedupe_key": r.dedupe_key}): r
                   for r in created.values()}

@@ -68,6 +68,11 @@ async def test_insert_many_keeps_input_order_and_flags(store: Store) -> None:
     assert results[1].run.id == existing.id
     assert results[3].run.id == results[0].run.id
     assert count == 4
+    # The rows this (slow, ON CONFLICT) path wrote keep their snapshots as JSON documents.
+    async with store.transaction() as tx:
+        stored = await tx.runs.get(results[2].run.id)
+    assert (stored.action_config, stored.policy, stored.context) == (news[2].action_config, news[2].policy,
+                                                                     news[2].context)
 
 
 async def test_insert_skipped_and_retry_wait_runs(store: Store) -> None:
