@@ -25,12 +25,17 @@ The ``ontology`` section (``--section ontology``): objects created per second th
 - ``objects single``        one transaction per ``create_object``
 - ``objects batched``       one transaction per --batch objects: ``create_objects``
 
+The ``sweeps`` section (``--section sweeps``): what the recovery actor's queries cost (sweeps/s:
+one query each, 500 rows at most) with --open runs in flight (PENDING) and as many finished:
+``expired_leases``, ``stale_pending``, ``promote_due_retries`` and the planner's overlap check
+``active_automation_ids`` over the --batch automations.
+
 Targets: create batched ≥ 30k runs/s on PostgreSQL and ≥ 20k/s on SQLite; claim+finish
 batched ≥ 20k runs/s on PostgreSQL; objects batched ≥ 20k/s on PostgreSQL. Each figure is
 the best of --repeat rounds.
 
-    python bench/storage.py [--backend sqlite|postgres|both] [--section runs|ontology|all]
-                            [--runs 20000] [--batch 1000] [--singles 500] [--repeat 2]
+    python bench/storage.py [--backend sqlite|postgres|both] [--section runs|ontology|sweeps|all]
+                            [--open 60000] [--runs 20000] [--batch 1000] [--singles 500] [--repeat 2]
                             [--concurrency 1] [--postgres URL] [--json]
 """
 
@@ -59,7 +64,7 @@ import orjson
 from actwheel.bus.topology import Topology
 from actwheel.clock import SystemClock
 from actwheel.events import EventFactory
-from actwheel.storage import Store, open_store
+from actwheel.storage import Store, Transaction, open_store
 from actwheel.storage.records import (
     Automation,
     CursorAdvance,
@@ -279,6 +284,30 @@ async def concurrent_figures(backend: str, store: Store, args: argparse.Namespac
             Figure(backend, f"claim+finish batched x{n}", finished, "runs/s", share * n)]
 
 
+# --- sweeps ---------------------------------------------------------------------------
+
+
+async def sweep_figures(backend: str, store: Store, args: argparse.Namespace) -> list[Figure]:
+    """The recovery sweeps and the overlap check with ``--open`` runs in flight and as many finished."""
+    cursors = Cursors(await create_automations(store, args.batch))
+    await create_batched(store, cursors, args.open, args.batch)
+    await claim_finish_batched(store, await create_batched(store, cursors, args.open, args.batch), args.batch)
+    automation_ids = [a.id for a in cursors.automations]
+    sweeps: dict[str, Callable[[Transaction], Awaitable[object]]] = {
+        "sweep expired_leases": lambda tx: tx.runs.expired_leases(500),
+        "sweep stale_pending": lambda tx: tx.runs.stale_pending(30.0, 500),
+        "sweep promote_due_retries": lambda tx: tx.runs.promote_due_retries(500),
+        "active_automation_ids": lambda tx: tx.runs.active_automation_ids(automation_ids),
+    }
+    figures = []
+    for scenario, sweep in sweeps.items():
+        async def once(sweep: Callable[[Transaction], Awaitable[object]] = sweep) -> None:
+            async with store.transaction() as tx:
+                await sweep(tx)
+        figures.append(Figure(backend, scenario, await best_rate(5, 1, once), "sweeps/s", 1))
+    return figures
+
+
 # --- ontology -------------------------------------------------------------------------
 
 
@@ -443,6 +472,9 @@ async def bench_backend(backend: str, args: argparse.Namespace) -> list[Figure]:
             if args.section in ("ontology", "all"):
                 figures.append(await raw_objects_postgres(url, args))
                 figures += await bench_store(backend, url, args, ontology_figures)
+        if args.section in ("sweeps", "all"):
+            async with postgres_schema(args.postgres) as url:
+                figures += await bench_store(backend, url, args, sweep_figures)
         return figures
     with tempfile.TemporaryDirectory() as folder:
         if args.section in ("runs", "all"):
@@ -451,6 +483,8 @@ async def bench_backend(backend: str, args: argparse.Namespace) -> list[Figure]:
         if args.section in ("ontology", "all"):
             figures.append(await raw_objects_sqlite(f"{folder}/raw-objects.db", args))
             figures += await bench_store(backend, f"sqlite:///{folder}/objects.db", args, ontology_figures)
+        if args.section in ("sweeps", "all"):
+            figures += await bench_store(backend, f"sqlite:///{folder}/sweeps.db", args, sweep_figures)
     return figures
 
 
@@ -470,7 +504,9 @@ async def bench_store(
 
 
 def _baseline(scenario: str) -> str:
-    """The raw scenario a storage scenario is compared with."""
+    """The raw scenario a storage scenario is compared with (none for the sweeps)."""
+    if scenario.startswith(("sweep", "active")):
+        return "none"
     if scenario.startswith("objects"):
         return "raw objects batched"
     return "raw single" if " single" in scenario else "raw batched"
@@ -484,6 +520,12 @@ def ratios(figures: list[Figure]) -> dict[tuple[str, str], float]:
             for f in figures if not f.scenario.startswith("raw") and (f.backend, _baseline(f.scenario)) in raw}
 
 
+def _cell(f: Figure) -> str:
+    if f.unit == "sweeps/s":
+        return f"{1000 / f.per_second:>10,.1f} ms per sweep"
+    return f"{f.per_second:>10,.0f} {f.unit}"
+
+
 def print_table(figures: list[Figure]) -> None:
     rel = ratios(figures)
     backends = sorted({f.backend for f in figures}, key=["sqlite", "postgres"].index)
@@ -495,7 +537,7 @@ def print_table(figures: list[Figure]) -> None:
         for b in backends:
             f = by_key.get((b, scenario))
             ratio = rel.get((b, scenario))
-            text = "" if f is None else f"{f.per_second:>10,.0f} {f.unit}" + (f" ({ratio:.2f}x raw)" if ratio else "")
+            text = "" if f is None else _cell(f) + (f" ({ratio:.2f}x raw)" if ratio else "")
             cells.append(f"{text:>32}")
         print(f"{scenario:<34}" + "".join(cells))
 
@@ -503,7 +545,8 @@ def print_table(figures: list[Figure]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument("--section", choices=["runs", "ontology", "all"], default="all")
+    parser.add_argument("--section", choices=["runs", "ontology", "sweeps", "all"], default="all")
+    parser.add_argument("--open", type=int, default=60_000, help="runs in flight for the sweeps section")
     parser.add_argument("--concurrency", type=int, default=1, help="also run the batched scenarios as N workers")
     parser.add_argument("--runs", type=int, default=20_000, help="runs per batched round")
     parser.add_argument("--batch", type=int, default=1_000, help="runs per batched transaction")
@@ -530,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({
             "figures": [asdict(f) | {"vs_raw": rel.get((f.backend, f.scenario))} for f in figures],
             "params": {"runs": args.runs, "batch": args.batch, "singles": args.singles, "repeat": args.repeat,
+                       "open": args.open,
                        "concurrency": args.concurrency, "section": args.section},
         }, indent=2))
     else:
