@@ -28,7 +28,8 @@ The ``ontology`` section (``--section ontology``): objects created per second th
 The ``sweeps`` section (``--section sweeps``): what the recovery actor's queries cost (sweeps/s:
 one query each, 500 rows at most) with --open runs in flight (PENDING) and as many finished:
 ``expired_leases``, ``stale_pending``, ``promote_due_retries`` and the planner's overlap check
-``active_automation_ids`` over the --batch automations.
+``active_automation_ids`` over the --batch automations. The sweeps find nothing to do here (the
+usual case, and the one that reads the most: every open run); each figure is the best of 5.
 
 Targets: create batched ≥ 30k runs/s on PostgreSQL and ≥ 20k/s on SQLite; claim+finish
 batched ≥ 20k runs/s on PostgreSQL; objects batched ≥ 20k/s on PostgreSQL. Each figure is
@@ -255,11 +256,11 @@ async def storage_figures(backend: str, store: Store, args: argparse.Namespace) 
                           "runs/s", args.singles))
     figures.append(Figure(backend, "claim+finish batched", await best_rate(args.repeat, args.runs, finish_batched),
                           "runs/s", args.runs))
-    # Last, so that the claim figures meet the same history as before this scenario existed.
-    rate = await best_rate(args.repeat, args.runs, make_batched_per_run)
-    figures.append(Figure(backend, "create batched, message per run", rate, "runs/s", args.runs))
     if args.concurrency > 1:
         figures += await concurrent_figures(backend, store, args)
+    # Last, so that every other figure meets the same history as before this scenario existed.
+    rate = await best_rate(args.repeat, args.runs, make_batched_per_run)
+    figures.append(Figure(backend, "create batched, message per run", rate, "runs/s", args.runs))
     return figures
 
 
@@ -295,7 +296,7 @@ async def sweep_figures(backend: str, store: Store, args: argparse.Namespace) ->
     automation_ids = [a.id for a in cursors.automations]
     sweeps: dict[str, Callable[[Transaction], Awaitable[object]]] = {
         "sweep expired_leases": lambda tx: tx.runs.expired_leases(500),
-        "sweep stale_pending": lambda tx: tx.runs.stale_pending(30.0, 500),
+        "sweep stale_pending": lambda tx: tx.runs.stale_pending(3600.0, 500),  # none that old: a full look
         "sweep promote_due_retries": lambda tx: tx.runs.promote_due_retries(500),
         "active_automation_ids": lambda tx: tx.runs.active_automation_ids(automation_ids),
     }

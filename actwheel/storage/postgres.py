@@ -226,8 +226,13 @@ def _timestamptz_out(value: datetime) -> tuple[int]:
 
     asyncpg's built-in codec computes the same through several Python-level steps per value;
     this one costs about 0.25 µs less per value sent, and a planning batch sends three per run.
-    A naive datetime is refused (the input checks refuse them before any SQL anyway).
+    A naive datetime is refused (the input checks refuse them before any SQL anyway); the
+    extreme datetimes go back as ``±infinity``, what :func:`_timestamptz_in` reads them from.
     """
+    if value == _LATEST:
+        return (_PG_INFINITY,)
+    if value == _EARLIEST:
+        return (-_PG_INFINITY - 1,)
     return ((value - _PG_EPOCH) // _MICROSECOND,)
 
 
