@@ -7,7 +7,16 @@ The four seed metrics keep their names: ``action_dispatched_total``,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from actwheel.storage.records import RunStatus
+
+if TYPE_CHECKING:
+    from actwheel.storage.records import InsertedRun, Run
 
 __all__ = ["Metrics"]
 
@@ -48,6 +57,18 @@ class Metrics:
         self.actor_restarts = Counter(
             "actwheel_actor_restarts_total", "Actor restarts after a crash", ["actor"], registry=r)
         self.skipped = Counter("actwheel_skipped_total", "Instants recorded SKIPPED", ["reason"], registry=r)
+
+    def observe_planned(self, inserted: Iterable[InsertedRun], committed_at: Callable[[Run], datetime]) -> None:
+        """Count a committed planning batch: SKIPPED runs by reason, fire lateness of the others
+        (``committed_at(run)`` − ``scheduled_for``); runs that already existed are not counted."""
+        for item in inserted:
+            run = item.run
+            if not item.created:
+                continue
+            if run.status is RunStatus.SKIPPED:
+                self.skipped.labels(run.reason or "").inc()
+            elif run.scheduled_for is not None:
+                self.fire_lateness.observe(max(0.0, (committed_at(run) - run.scheduled_for).total_seconds()))
 
     def render(self) -> bytes:
         """The text exposition format, for ``/metrics``."""

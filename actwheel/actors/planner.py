@@ -217,14 +217,7 @@ class Planner(ConsumerActor):
                     observer(created, now)
                 except Exception:  # the batch is committed: an observer's bug must not make it look failed
                     _log.exception("commit_observer_failed")
-        for item in inserted:
-            run = item.run
-            if not item.created:
-                continue
-            if run.status is RunStatus.SKIPPED:
-                self._metrics.skipped.labels(run.reason or "").inc()
-            elif run.scheduled_for is not None:
-                self._metrics.fire_lateness.observe(max(0.0, (now - run.scheduled_for).total_seconds()))
+        self._metrics.observe_planned(inserted, lambda _run: now)
 
     # --- commands ----------------------------------------------------------------------
 

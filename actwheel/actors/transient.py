@@ -154,17 +154,8 @@ class TransientTimers:
         return planned, inserted
 
     def _observe(self, inserted: list[InsertedRun]) -> None:
-        if self._metrics is None:
-            return
-        for item in inserted:
-            run = item.run
-            if not item.created:
-                continue
-            if run.status is RunStatus.SKIPPED:
-                self._metrics.skipped.labels(run.reason or "").inc()
-            elif run.scheduled_for is not None:
-                lateness = (run.created_at - run.scheduled_for).total_seconds()
-                self._metrics.fire_lateness.observe(max(0.0, lateness))
+        if self._metrics is not None:
+            self._metrics.observe_planned(inserted, lambda run: run.created_at)
 
 
 def _scheduled(automation: Automation) -> ScheduledAutomation:
