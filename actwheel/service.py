@@ -24,6 +24,13 @@ from actwheel.errors import FieldError, InvalidInput, InvalidTrigger, NotAvailab
 from actwheel.events import EventFactory
 from actwheel.messages import ActionRequested
 from actwheel.policy import Policy
+from actwheel.run_context import (
+    CANCELED_DELETED,
+    CANCELED_DISABLED,
+    DRY_RUN_KEY,
+    OWNER_KEY,
+    owner_snapshot,
+)
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
     Automation,
@@ -40,17 +47,10 @@ from actwheel.storage.records import (
 from actwheel.transient import TransientRegistry
 from actwheel.triggers import Trigger, parse
 
-__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "OWNER_KEY", "AutomationService", "Caller",
-           "cancel_transient_runs", "owner_snapshot"]
+__all__ = ["AutomationService", "Caller", "caller_snapshot", "cancel_transient_runs"]
 
-#: Reserved key of a run's context holding the owner snapshot ({id, scopes}).
-OWNER_KEY = "$owner"
 _RESERVED_PREFIXES = ("automation.", "run.", "action.", "command.", "cdc.")
 _CANCELABLE = [RunStatus.PENDING, RunStatus.RETRY_WAIT]
-#: The reason of a run canceled by disabling / deleting its automation: the store's word for stored ones
-#: (on the run row), used for transient ones' rows and for every ``run.canceled`` event alike.
-CANCELED_DISABLED = "automation_disabled"
-CANCELED_DELETED = "automation_deleted"
 #: The filters of :meth:`AutomationService.query` that transient automations answer too.
 _TRANSIENT_FILTERS = {"owner_id", "session_id", "agent_id", "status", "enabled", "after_id", "limit"}
 _FIELDS = {"name", "trigger", "action", "action_type", "action_config", "policy", "labels", "enabled",
@@ -65,8 +65,9 @@ class Caller:
     scopes: frozenset[str] = frozenset({"*"})
 
 
-def owner_snapshot(caller: Caller) -> dict[str, Any]:
-    return {"id": caller.owner_id, "scopes": sorted(caller.scopes)}
+def caller_snapshot(caller: Caller) -> dict[str, Any]:
+    """The run-context owner snapshot of a run ``caller`` asked for."""
+    return owner_snapshot(caller.owner_id, caller.scopes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +205,7 @@ class AutomationService:
                 automation_id=automation.id, dedupe_key=f"manual:{uuid.uuid4().hex}",
                 owner_id=automation.owner_id, action_type=automation.action_type,
                 action_config=automation.action_config, policy=automation.policy, origin=Origin.MANUAL,
-                scheduled_for=now, context={OWNER_KEY: owner_snapshot(caller)}))
+                scheduled_for=now, context={OWNER_KEY: caller_snapshot(caller)}))
             await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
         return inserted.run
 
@@ -220,9 +221,9 @@ class AutomationService:
 
     async def insert_request(self, tx: Transaction, caller: Caller, request: ActionRequested) -> InsertedRun:
         key = request.idempotency_key or uuid.uuid4().hex
-        context = {**request.context, OWNER_KEY: owner_snapshot(caller)}
+        context = {**request.context, OWNER_KEY: caller_snapshot(caller)}
         if request.dry_run:
-            context["$dry_run"] = True
+            context[DRY_RUN_KEY] = True
         return await tx.runs.insert(NewRun(
             automation_id=None, dedupe_key=f"request:{caller.owner_id}:{key}", owner_id=caller.owner_id,
             action_type=request.type, action_config=dict(request.config), origin=Origin.REQUEST,

@@ -32,7 +32,8 @@ from actwheel.messages import (
 )
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.service import OWNER_KEY, AutomationService, Caller
+from actwheel.run_context import OWNER_KEY
+from actwheel.service import AutomationService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
     Automation,

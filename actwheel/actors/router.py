@@ -34,7 +34,8 @@ from actwheel.logs import get_logger
 from actwheel.messages import ActionRequested, CompletedAction, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.service import OWNER_KEY, AutomationService, Caller
+from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
+from actwheel.service import AutomationService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
 from actwheel.storage.retry import in_transaction
@@ -256,7 +257,7 @@ def request_of(run: Run) -> DispatchRequest:
     return DispatchRequest(
         run_id=run.id, owner_id=run.owner_id, action_type=run.action_type, config=run.action_config,
         scopes=frozenset(owner.get("scopes", [])), automation_id=run.automation_id, attempt=run.attempt,
-        timeout_s=_policy(run).timeout_s, variables=variables, dry_run=bool(run.context.get("$dry_run")),
+        timeout_s=_policy(run).timeout_s, variables=variables, dry_run=bool(run.context.get(DRY_RUN_KEY)),
         idempotency_key=f"run:{run.id}")
 
 

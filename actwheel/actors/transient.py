@@ -28,7 +28,8 @@ from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.service import CANCELED_DISABLED, OWNER_KEY, cancel_transient_runs
+from actwheel.run_context import CANCELED_DISABLED, OWNER_KEY, TRANSIENT_KEY
+from actwheel.service import cancel_transient_runs
 from actwheel.storage.base import Store
 from actwheel.storage.records import (
     Automation,
@@ -41,12 +42,10 @@ from actwheel.storage.records import (
 from actwheel.transient import TransientRegistry
 from actwheel.triggers import parse
 
-__all__ = ["TRANSIENT_KEY", "TransientTimers", "transient_dedupe_key"]
+__all__ = ["TransientTimers", "transient_dedupe_key"]
 
 _log = get_logger("actwheel.transient")
 
-#: Reserved key of a run's context naming the transient automation that fired it.
-TRANSIENT_KEY = "$transient"
 
 
 def transient_dedupe_key(automation_id: str, instant: datetime) -> str:

@@ -18,13 +18,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
-from actwheel.actors.transient import TRANSIENT_KEY, TransientTimers
+from actwheel.actors.transient import TransientTimers
 from actwheel.api.app import create_app
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound, StorageUnavailable
 from actwheel.messages import AutomationCommandRequested, DueItem
-from actwheel.service import OWNER_KEY, AutomationService, Caller
+from actwheel.run_context import OWNER_KEY, TRANSIENT_KEY
+from actwheel.service import AutomationService, Caller
 from actwheel.settings import Settings
 from actwheel.storage.records import Automation, AutomationStatus, Origin, Run, RunStatus
 from actwheel.transient import TransientRegistry

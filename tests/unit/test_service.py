@@ -11,7 +11,8 @@ import pytest
 from actwheel.engine import Engine
 from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound
 from actwheel.messages import ActionRequested
-from actwheel.service import OWNER_KEY, Caller
+from actwheel.run_context import OWNER_KEY
+from actwheel.service import Caller
 from actwheel.storage.records import AutomationStatus, Origin, Run, RunStatus
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # VirtualClock's default start
