@@ -9,7 +9,7 @@ from storage_harness import Backend, aborted, db_now, make_automation
 
 from actwheel.errors import Conflict, InvalidInput, NotFound
 from actwheel.storage import Store
-from actwheel.storage.records import NewOntologyObject, OntologyObject
+from actwheel.storage.records import NewOntologyObject, ObjectRecord
 
 # --- automations.get_many -------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ async def test_create_objects_in_a_large_batch(store: Store) -> None:
     assert sorted(await _object_ids(store, "Order")) == sorted(o.id for o in created)
 
 
-def _same_but_times(a: OntologyObject, b: OntologyObject) -> bool:
+def _same_but_times(a: ObjectRecord, b: ObjectRecord) -> bool:
     return (a.id, a.object_type, a.properties, a.version, a.deleted) == (b.id, b.object_type, b.properties,
                                                                           b.version, b.deleted)
 

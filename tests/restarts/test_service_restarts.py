@@ -1,8 +1,8 @@
 """The broker and the database restart while automations fire: nothing is lost, the consumers come
 back, and the runs complete afterwards (services stack, one engine in this process).
 
-These disrupt the shared ``ops/dev-services`` instances, so they live in a folder that sorts last
-and always bring the service back in a ``finally``. Each outage lasts ``OUTAGE_S`` seconds: that is
+These disrupt the shared ``ops/dev-services`` instances, so they are marked ``restart`` (run after
+every other test, see ``tests/conftest.py``) and always bring the service back in a ``finally``. Each outage lasts ``OUTAGE_S`` seconds: that is
 the scenario, not a synchronisation; everything after it waits on conditions.
 """
 
@@ -26,7 +26,7 @@ from actwheel.service import Caller
 from actwheel.storage.records import AutomationStatus, Run, RunStatus
 from actwheel.triggers import preview
 
-pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
 
 AUTOMATIONS = 20
 WINDOW_S = 14
