@@ -9,7 +9,10 @@ Spec::
 ``start`` (first fire at or after it) and ``end`` (last fire at or before it)
 are optional. With ``"dst": "quartz"`` a Quartz expression fires exactly when
 Quartz 2.3.2 fires it; with the other policies the expression yields wall
-times that the policy resolves in the zone. See ``docs/cron.md``.
+times that the policy resolves in the zone. The default policy follows the cron
+daemon's rule, which depends on whether the job is a *wildcard* job (minute or
+hour field begins with ``*``; for Quartz, its minute and hour fields, not its
+seconds) or a *fixed-time* job. See ``docs/cron.md``.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from zoneinfo import ZoneInfo
 
 from actwheel.errors import InvalidTrigger
 from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
-from actwheel.triggers.dst import DstPolicy, first_fire_after
+from actwheel.triggers.dst import DstPolicy, first_fire_after, is_wildcard_job
 from actwheel.triggers.once import check_fields, parse_datetime
 from actwheel.triggers.quartz_describe import describe_quartz, describe_unix
 from actwheel.triggers.quartz_eval import QuartzLoops, next_fire_seconds
-from actwheel.triggers.quartz_parse import HOUR, QuartzExpression, parse_quartz
+from actwheel.triggers.quartz_parse import HOUR, MINUTE, QuartzExpression, parse_quartz
 from actwheel.triggers.unixcron import UnixCron, parse_unix
 
 __all__ = ["CronTrigger"]
@@ -54,11 +57,12 @@ class _QuartzSchedule:
     """Quartz semantics: exact in the zone (``dst: quartz``) or as pure wall times."""
 
     dialect = "quartz"
-    __slots__ = ("fixed_hour", "parsed")
+    __slots__ = ("fixed_time", "parsed")
 
     def __init__(self, parsed: QuartzExpression) -> None:
         self.parsed = parsed
-        self.fixed_hour = not any(c in parsed.fields[HOUR] for c in "*/")
+        # cron has no seconds field: judge a Quartz job by its minute and hour, as cron would
+        self.fixed_time = not is_wildcard_job(parsed.fields[MINUTE], parsed.fields[HOUR])
 
     def next_in_zone(self, zone: ZoneInfo, after_seconds: int) -> int | None:
         return self._evaluate(zone, after_seconds)
@@ -86,7 +90,7 @@ class _UnixSchedule:
 
     def __init__(self, parsed: UnixCron) -> None:
         self.parsed = parsed
-        self.fixed_hour = not any(c in parsed.fields[1] for c in "*/")
+        self.fixed_time = not is_wildcard_job(parsed.fields[0], parsed.fields[1])
 
     def walls_from(self, start: datetime) -> Iterator[datetime]:
         return self.parsed.walls_from(start)
@@ -191,7 +195,7 @@ class CronTrigger(Trigger):
         if fire is not None:
             return fire
         return first_fire_after(instant, self.tz, self.policy, self.schedule.walls_from,
-                                fixed_hour=self.schedule.fixed_hour)
+                                fixed_hour=self.schedule.fixed_time)
 
     def _unaffected_by_dst(self, instant: datetime, wall: datetime) -> Fire | None:
         """The fire at ``wall`` when no offset change lies near ``instant`` or near ``wall``.

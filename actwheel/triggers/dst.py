@@ -2,14 +2,20 @@
 
 Rules (``dst`` in a trigger spec):
 
-- default: a wall time skipped by spring-forward fires once, at the instant
-  right after the jump (several skipped wall times collapse into that one
-  fire); on the fall-back day a fixed-time schedule fires once, at the first
-  occurrence, while a schedule whose hour is a wildcard or a step fires at
-  both occurrences and so keeps its real interval.
+- default: the rule of the real cron daemon (Debian's ``cron``, Vixie cron
+  3.0pl1, ``cron(8)`` "Daylight Saving Time and other time changes"). A
+  *wildcard* job is one whose minute or hour field begins with ``*``; any
+  other is a *fixed-time* job. On spring-forward a fixed-time job whose wall
+  time was skipped fires once, at the instant right after the jump (several
+  skipped wall times collapse into that one fire), while a wildcard job does
+  not catch up: it just goes on at the new time. On fall-back a wildcard job
+  fires in both passes of the repeated hour (so it keeps its real interval)
+  and a fixed-time job only in the first. Schedules that are not cron
+  expressions (``repeat``) count as fixed-time jobs.
 - ``"quartz"``: exactly what Quartz 2.3.2 does (cron triggers implement it in
   their own evaluator; for other triggers it means ``gap=skip, fold=second``).
-- ``{"gap": "shift" | "skip", "fold": "first" | "second" | "both"}``: explicit.
+- ``{"gap": "shift" | "skip", "fold": "first" | "second" | "both"}``: explicit;
+  an omitted ``gap`` means ``shift``, an omitted ``fold`` the default rule.
 """
 
 from __future__ import annotations
@@ -29,28 +35,39 @@ __all__ = [
     "FoldRule",
     "GapRule",
     "first_fire_after",
+    "is_wildcard_job",
     "resolve_wall_time",
 ]
 
 _E = TypeVar("_E", bound=StrEnum)
 
 
+def is_wildcard_job(minute: str, hour: str) -> bool:
+    """Whether cron counts a job with these minute and hour fields as a *wildcard* job.
+
+    The test is textual, as in Vixie cron's ``entry.c`` (``MIN_STAR``/``HR_STAR``):
+    a field that *begins* with ``*`` makes a wildcard job, so ``*/20`` does and
+    ``0-23/2`` does not.
+    """
+    return minute.startswith("*") or hour.startswith("*")
+
 
 class GapRule(StrEnum):
     SHIFT = "shift"
     SKIP = "skip"
+    AUTO = "auto"  # cron's rule: shift for a fixed-time job, skip for a wildcard job
 
 
 class FoldRule(StrEnum):
     FIRST = "first"
     SECOND = "second"
     BOTH = "both"
-    AUTO = "auto"  # first for a fixed-hour schedule, both for a wildcard/step hour
+    AUTO = "auto"  # cron's rule: first for a fixed-time job, both for a wildcard job
 
 
 @dataclass(frozen=True, slots=True)
 class DstPolicy:
-    gap: GapRule = GapRule.SHIFT
+    gap: GapRule = GapRule.AUTO
     fold: FoldRule = FoldRule.AUTO
     quartz: bool = False
 
@@ -106,19 +123,23 @@ def _transition_after(lo: datetime, hi: datetime, zone: ZoneInfo) -> datetime:
 def resolve_wall_time(
     wall: datetime, zone: ZoneInfo, policy: DstPolicy, *, fixed_hour: bool
 ) -> list[Fire]:
-    """The instants (0, 1 or 2, in order) at which a naive wall time ``wall`` fires in ``zone``."""
+    """The instants (0, 1 or 2, in order) at which a naive wall time ``wall`` fires in ``zone``.
+
+    ``fixed_hour`` says the schedule is a fixed-time job in cron's sense (see
+    :func:`is_wildcard_job`); the ``auto`` rules depend on it.
+    """
     first, second = _exists(wall, zone, 0), _exists(wall, zone, 1)
     if first is not None and second is not None and first.timestamp() != second.timestamp():
         return _fold(wall, zone, policy, first, second, fixed_hour=fixed_hour)
     if first is not None or second is not None:
         return [Fire(first or second)]  # type: ignore[arg-type]
-    return _gap(wall, zone, policy)
+    return _gap(wall, zone, policy, fixed_hour=fixed_hour)
 
 
 def _fold(wall: datetime, zone: ZoneInfo, policy: DstPolicy, first: datetime, second: datetime,
           *, fixed_hour: bool) -> list[Fire]:
     rule = policy.fold
-    if rule is FoldRule.AUTO:
+    if rule is FoldRule.AUTO:  # cron runs wildcard jobs in both passes, fixed-time jobs in the first only
         rule = FoldRule.FIRST if fixed_hour else FoldRule.BOTH
     where = f"{wall:%H:%M:%S} occurs twice in {zone.key} on {wall:%Y-%m-%d}"
     if rule is FoldRule.FIRST:
@@ -129,9 +150,12 @@ def _fold(wall: datetime, zone: ZoneInfo, policy: DstPolicy, first: datetime, se
             Fire(second, f"DST fold: {where}; second of two fires")]
 
 
-def _gap(wall: datetime, zone: ZoneInfo, policy: DstPolicy) -> list[Fire]:
+def _gap(wall: datetime, zone: ZoneInfo, policy: DstPolicy, *, fixed_hour: bool) -> list[Fire]:
     where = f"{wall:%H:%M:%S} does not exist in {zone.key} on {wall:%Y-%m-%d}"
-    if policy.gap is GapRule.SKIP:
+    rule = policy.gap
+    if rule is GapRule.AUTO:  # cron runs skipped fixed-time jobs after the jump; wildcard jobs do not catch up
+        rule = GapRule.SHIFT if fixed_hour else GapRule.SKIP
+    if rule is GapRule.SKIP:
         return []
     before = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     after = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
@@ -166,7 +190,8 @@ def first_fire_after(
     walk starts one fold-length earlier, and when the best fire so far is a
     second occurrence it goes on for one fold-length more; everywhere else the
     first candidate after ``instant`` is the answer.
-    Gap notes name the skipped wall times when ``gap=skip``.
+    When skipped wall times do not fire (``gap=skip``, or a wildcard job under
+    the default) the next fire's note names them.
     """
     # Aware datetimes in one zone compare by wall time, ignoring ``fold``: compare timestamps.
     local = instant.astimezone(zone).replace(tzinfo=None)
