@@ -128,7 +128,7 @@ class _KeyTaken(Exception):
 # --- records ↔ port types -----------------------------------------------------------------
 
 
-def _object(rec: records.OntologyObject) -> OntologyObject:
+def _object(rec: records.ObjectRecord) -> OntologyObject:
     return OntologyObject(
         id=rec.id,
         object_type=rec.object_type,
@@ -138,7 +138,7 @@ def _object(rec: records.OntologyObject) -> OntologyObject:
     )
 
 
-def _relation(rec: records.Relation) -> Relation:
+def _relation(rec: records.RelationRecord) -> Relation:
     return Relation(
         id=rec.id,
         relation_type=rec.relation_type,
@@ -148,7 +148,7 @@ def _relation(rec: records.Relation) -> Relation:
     )
 
 
-def _type(rec: records.ObjectType) -> ObjectType:
+def _type(rec: records.ObjectTypeRecord) -> ObjectType:
     return ObjectType(name=rec.name, properties=rec.properties, required=rec.required)
 
 
@@ -566,14 +566,14 @@ async def _refuse_if_related(tx: Transaction, object_id: str) -> None:
         raise Conflict("object", object_id, f"it has {count} relation(s); delete them first or delete softly")
 
 
-async def _maybe_object(tx: Transaction, object_id: str) -> records.OntologyObject | None:
+async def _maybe_object(tx: Transaction, object_id: str) -> records.ObjectRecord | None:
     try:
         return await tx.ontology.get_object(object_id, include_deleted=True)
     except NotFound:
         return None
 
 
-async def _maybe_relation(tx: Transaction, relation_id: str) -> records.Relation | None:
+async def _maybe_relation(tx: Transaction, relation_id: str) -> records.RelationRecord | None:
     try:
         return await tx.ontology.get_relation(relation_id)
     except NotFound:
@@ -581,11 +581,11 @@ async def _maybe_relation(tx: Transaction, relation_id: str) -> records.Relation
 
 
 async def _restorable(
-    tx: Transaction, snapshot: OntologyObject, current: records.OntologyObject | None
-) -> records.OntologyObject:
+    tx: Transaction, snapshot: OntologyObject, current: records.ObjectRecord | None
+) -> records.ObjectRecord:
     """The storage record that makes the object look like ``snapshot`` (version: current + 1)."""
     now = await tx.now()
-    return records.OntologyObject(
+    return records.ObjectRecord(
         id=snapshot.id,
         object_type=snapshot.object_type,
         properties=dict(snapshot.properties),

@@ -27,8 +27,8 @@ from actwheel.storage.base import (
     PartitionLeaseRepository,
     PrincipalRepository,
     RunRepository,
-    SecretRepository,
     Store,
+    StoredSecretRepository,
     Transaction,
 )
 from actwheel.storage.retry import TransientStorageError, in_transaction
@@ -45,8 +45,8 @@ __all__ = [
     "PartitionLeaseRepository",
     "PrincipalRepository",
     "RunRepository",
-    "SecretRepository",
     "Store",
+    "StoredSecretRepository",
     "Transaction",
     "TransientStorageError",
     "in_transaction",

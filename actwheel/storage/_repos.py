@@ -31,7 +31,7 @@ from actwheel.storage.base import (
     PartitionLeaseRepository,
     PrincipalRepository,
     RunRepository,
-    SecretRepository,
+    StoredSecretRepository,
     Transaction,
 )
 from actwheel.storage.records import (
@@ -41,7 +41,7 @@ from actwheel.storage.records import (
     AutomationChanges,
     AutomationStatus,
     CursorAdvance,
-    DeadLetter,
+    DeadLetterRecord,
     Deleted,
     DueSchedule,
     InsertedRun,
@@ -52,14 +52,14 @@ from actwheel.storage.records import (
     NewOntologyObject,
     NewOutboxMessage,
     NewRun,
-    ObjectType,
-    OntologyObject,
+    ObjectRecord,
+    ObjectTypeRecord,
     Origin,
     OutboxMessage,
     PartitionLease,
     Principal,
     PrincipalStatus,
-    Relation,
+    RelationRecord,
     Run,
     RunOutcome,
     RunStatus,
@@ -248,8 +248,8 @@ def _audit(row: Row) -> AuditEntry:
     )
 
 
-def _object_type(row: Row) -> ObjectType:
-    return ObjectType(
+def _object_type(row: Row) -> ObjectTypeRecord:
+    return ObjectTypeRecord(
         name=row["name"],
         properties=c.loads(row["properties"]),
         required=tuple(c.loads(row["required"])),
@@ -259,8 +259,8 @@ def _object_type(row: Row) -> ObjectType:
     )
 
 
-def _object(row: Row) -> OntologyObject:
-    return OntologyObject(
+def _object(row: Row) -> ObjectRecord:
+    return ObjectRecord(
         id=row["id"],
         object_type=row["object_type"],
         properties=c.loads(row["properties"]),
@@ -272,8 +272,8 @@ def _object(row: Row) -> OntologyObject:
     )
 
 
-def _relation(row: Row) -> Relation:
-    return Relation(
+def _relation(row: Row) -> RelationRecord:
+    return RelationRecord(
         id=row["id"],
         relation_type=row["relation_type"],
         source=row["source_id"],
@@ -320,8 +320,8 @@ def _secret(row: Row) -> SecretRecord:
     )
 
 
-def _dead_letter(row: Row) -> DeadLetter:
-    return DeadLetter(
+def _dead_letter(row: Row) -> DeadLetterRecord:
+    return DeadLetterRecord(
         id=row["id"],
         source=row["source"],
         ref_id=row["ref_id"],
@@ -1067,8 +1067,8 @@ def _refuse_repeated_ids(rows: Sequence[Mapping[str, Any]]) -> None:
         seen.add(row["id"])
 
 
-def _created_object(row: Mapping[str, Any]) -> OntologyObject:
-    return OntologyObject(
+def _created_object(row: Mapping[str, Any]) -> ObjectRecord:
+    return ObjectRecord(
         id=row["id"],
         object_type=row["object_type"],
         properties=c.loads(row["properties"]),
@@ -1091,7 +1091,7 @@ class SqlOntology(OntologyRepository):
         required: Sequence[str] = (),
         *,
         expected_version: int | None = None,
-    ) -> ObjectType:
+    ) -> ObjectTypeRecord:
         params = {
             "name": c.text_field("name", name, max_len=100),
             "properties": c.json_field("properties", properties),
@@ -1110,13 +1110,13 @@ class SqlOntology(OntologyRepository):
             raise Conflict("object_type", name, f"version is {current.version}, not {expected_version}")
         return _object_type(row)
 
-    async def get_type(self, name: str) -> ObjectType:
+    async def get_type(self, name: str) -> ObjectTypeRecord:
         row = await self._x.fetchrow("get_type", {"name": name})
         if row is None:
             raise NotFound("object_type", name)
         return _object_type(row)
 
-    async def list_types(self) -> list[ObjectType]:
+    async def list_types(self) -> list[ObjectTypeRecord]:
         return [_object_type(r) for r in await self._x.fetch("list_types")]
 
     async def delete_type(self, name: str) -> None:
@@ -1134,7 +1134,7 @@ class SqlOntology(OntologyRepository):
         *,
         object_id: str | None = None,
         created_by: str | None = None,
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         params = {
             "id": c.new_id() if object_id is None else c.text_field("object_id", object_id),
             "object_type": c.text_field("object_type", object_type),
@@ -1150,7 +1150,7 @@ class SqlOntology(OntologyRepository):
         assert row is not None
         return _object(row)
 
-    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[OntologyObject]:
+    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[ObjectRecord]:
         if isinstance(news, str | bytes | Mapping):
             raise InvalidInput("objects", type(news).__name__, "a sequence of NewOntologyObject")
         if not news:
@@ -1175,7 +1175,7 @@ class SqlOntology(OntologyRepository):
         taken = {r["id"] for r in await self._x.fetch("object_ids_in", {"ids": ids})}
         raise Conflict("object", next((i for i in ids if i in taken), ids[0]), "id already exists") from None
 
-    async def get_object(self, object_id: str, *, include_deleted: bool = False) -> OntologyObject:
+    async def get_object(self, object_id: str, *, include_deleted: bool = False) -> ObjectRecord:
         row = await self._x.fetchrow("get_object", {"id": object_id})
         if row is None or (row["deleted"] and not include_deleted):
             raise NotFound("object", object_id)
@@ -1183,13 +1183,13 @@ class SqlOntology(OntologyRepository):
 
     async def list_objects(
         self, object_type: str, *, include_deleted: bool = False, limit: int = 100
-    ) -> list[OntologyObject]:
+    ) -> list[ObjectRecord]:
         params = {"object_type": object_type, "include_deleted": bool(include_deleted), "limit": _limit(limit)}
         return [_object(r) for r in await self._x.fetch("list_objects", params)]
 
     async def update_object(
         self, object_id: str, properties: dict[str, Any], *, expected_version: int | None = None
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         params = {
             "id": object_id,
             "properties": c.json_field("properties", properties),
@@ -1207,7 +1207,7 @@ class SqlOntology(OntologyRepository):
 
     async def delete_object(
         self, object_id: str, *, soft: bool = True, expected_version: int | None = None
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         before = await self.get_object(object_id)
         params = {"id": object_id, "expected_version": _version("expected_version", expected_version, optional=True)}
         try:
@@ -1218,7 +1218,7 @@ class SqlOntology(OntologyRepository):
             await self._raise_missing_or_stale(object_id, expected_version)
         return before
 
-    async def restore_object(self, obj: OntologyObject) -> OntologyObject:
+    async def restore_object(self, obj: ObjectRecord) -> ObjectRecord:
         params = {
             "id": c.text_field("id", obj.id),
             "object_type": c.text_field("object_type", obj.object_type),
@@ -1244,7 +1244,7 @@ class SqlOntology(OntologyRepository):
         *,
         relation_id: str | None = None,
         created_by: str | None = None,
-    ) -> Relation:
+    ) -> RelationRecord:
         params = {
             "id": c.new_id() if relation_id is None else c.text_field("relation_id", relation_id),
             "relation_type": c.text_field("relation_type", relation_type),
@@ -1262,16 +1262,16 @@ class SqlOntology(OntologyRepository):
         assert row is not None
         return _relation(row)
 
-    async def get_relation(self, relation_id: str) -> Relation:
+    async def get_relation(self, relation_id: str) -> RelationRecord:
         row = await self._x.fetchrow("get_relation", {"id": relation_id})
         if row is None:
             raise NotFound("relation", relation_id)
         return _relation(row)
 
-    async def relations_of(self, object_id: str) -> list[Relation]:
+    async def relations_of(self, object_id: str) -> list[RelationRecord]:
         return [_relation(r) for r in await self._x.fetch("relations_of", {"object_id": object_id})]
 
-    async def delete_relation(self, relation_id: str) -> Relation:
+    async def delete_relation(self, relation_id: str) -> RelationRecord:
         row = await self._x.fetchrow("delete_relation", {"id": relation_id})
         if row is None:
             raise NotFound("relation", relation_id)
@@ -1378,7 +1378,7 @@ def _ciphertext(value: Any) -> bytes:
     return bytes(value)
 
 
-class SqlSecrets(SecretRepository):
+class SqlSecrets(StoredSecretRepository):
     def __init__(self, x: Executor) -> None:
         self._x = x
 
@@ -1464,7 +1464,7 @@ class SqlDeadLetters(DeadLetterRepository):
     def __init__(self, x: Executor) -> None:
         self._x = x
 
-    async def add(self, new: NewDeadLetter) -> DeadLetter:
+    async def add(self, new: NewDeadLetter) -> DeadLetterRecord:
         params = {
             "id": c.new_id(),
             "source": c.text_field("source", new.source, max_len=200),
@@ -1476,13 +1476,13 @@ class SqlDeadLetters(DeadLetterRepository):
         assert row is not None
         return _dead_letter(row)
 
-    async def get(self, letter_id: str) -> DeadLetter:
+    async def get(self, letter_id: str) -> DeadLetterRecord:
         row = await self._x.fetchrow("get_dead_letter", {"id": letter_id})
         if row is None:
             raise NotFound("dead_letter", letter_id)
         return _dead_letter(row)
 
-    async def query(self, *, source: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    async def query(self, *, source: str | None = None, limit: int = 100) -> list[DeadLetterRecord]:
         params = {"source": source, "limit": _limit(limit)}
         return [_dead_letter(r) for r in await self._x.fetch("query_dead_letters", params)]
 

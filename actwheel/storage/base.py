@@ -28,7 +28,7 @@ from actwheel.storage.records import (
     AutomationChanges,
     AutomationStatus,
     CursorAdvance,
-    DeadLetter,
+    DeadLetterRecord,
     Deleted,
     DueSchedule,
     InsertedRun,
@@ -39,13 +39,13 @@ from actwheel.storage.records import (
     NewOntologyObject,
     NewOutboxMessage,
     NewRun,
-    ObjectType,
-    OntologyObject,
+    ObjectRecord,
+    ObjectTypeRecord,
     OutboxMessage,
     PartitionLease,
     Principal,
     PrincipalStatus,
-    Relation,
+    RelationRecord,
     Run,
     RunOutcome,
     RunStatus,
@@ -64,8 +64,8 @@ __all__ = [
     "PartitionLeaseRepository",
     "PrincipalRepository",
     "RunRepository",
-    "SecretRepository",
     "Store",
+    "StoredSecretRepository",
     "Transaction",
 ]
 
@@ -354,18 +354,18 @@ class OntologyRepository(ABC):
         required: Sequence[str] = (),
         *,
         expected_version: int | None = None,
-    ) -> ObjectType:
+    ) -> ObjectTypeRecord:
         """Create (version 1) or redefine (version + 1) an object type.
 
         :raises Conflict: ``expected_version`` is given and does not hold (0 = must not exist)
         """
 
     @abstractmethod
-    async def get_type(self, name: str) -> ObjectType:
+    async def get_type(self, name: str) -> ObjectTypeRecord:
         """:raises NotFound: no object type ``name``"""
 
     @abstractmethod
-    async def list_types(self) -> list[ObjectType]:
+    async def list_types(self) -> list[ObjectTypeRecord]:
         """Every object type, by name."""
 
     @abstractmethod
@@ -380,11 +380,11 @@ class OntologyRepository(ABC):
         *,
         object_id: str | None = None,
         created_by: str | None = None,
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         """:raises NotFound: no such object type  :raises Conflict: ``object_id`` is taken"""
 
     @abstractmethod
-    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[OntologyObject]:
+    async def create_objects(self, news: Sequence[NewOntologyObject]) -> list[ObjectRecord]:
         """:meth:`create_object` for many objects in one statement; results in the order of ``news``.
 
         All or nothing: when one object is refused, none of the batch is written and the
@@ -396,19 +396,19 @@ class OntologyRepository(ABC):
         """
 
     @abstractmethod
-    async def get_object(self, object_id: str, *, include_deleted: bool = False) -> OntologyObject:
+    async def get_object(self, object_id: str, *, include_deleted: bool = False) -> ObjectRecord:
         """:raises NotFound: no such object (or soft-deleted and ``include_deleted`` is false)"""
 
     @abstractmethod
     async def list_objects(
         self, object_type: str, *, include_deleted: bool = False, limit: int = 100
-    ) -> list[OntologyObject]:
+    ) -> list[ObjectRecord]:
         """Objects of one type, oldest first."""
 
     @abstractmethod
     async def update_object(
         self, object_id: str, properties: dict[str, Any], *, expected_version: int | None = None
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         """Replace the properties of a live object; version goes up by one.
 
         :raises NotFound: no live object  :raises Conflict: ``expected_version`` does not hold
@@ -417,7 +417,7 @@ class OntologyRepository(ABC):
     @abstractmethod
     async def delete_object(
         self, object_id: str, *, soft: bool = True, expected_version: int | None = None
-    ) -> OntologyObject:
+    ) -> ObjectRecord:
         """Soft-delete (mark, version + 1) or hard-delete; returns the object as it was before.
 
         :raises NotFound: no live object
@@ -425,7 +425,7 @@ class OntologyRepository(ABC):
         """
 
     @abstractmethod
-    async def restore_object(self, obj: OntologyObject) -> OntologyObject:
+    async def restore_object(self, obj: ObjectRecord) -> ObjectRecord:
         """Make the object look like ``obj`` again (re-created if hard-deleted); version + 1."""
 
     @abstractmethod
@@ -438,19 +438,19 @@ class OntologyRepository(ABC):
         *,
         relation_id: str | None = None,
         created_by: str | None = None,
-    ) -> Relation:
+    ) -> RelationRecord:
         """:raises NotFound: source or target object does not exist  :raises Conflict: id taken"""
 
     @abstractmethod
-    async def get_relation(self, relation_id: str) -> Relation:
+    async def get_relation(self, relation_id: str) -> RelationRecord:
         """:raises NotFound: no such relation"""
 
     @abstractmethod
-    async def relations_of(self, object_id: str) -> list[Relation]:
+    async def relations_of(self, object_id: str) -> list[RelationRecord]:
         """Relations where the object is source or target, oldest first."""
 
     @abstractmethod
-    async def delete_relation(self, relation_id: str) -> Relation:
+    async def delete_relation(self, relation_id: str) -> RelationRecord:
         """Delete and return the relation.  :raises NotFound: no such relation"""
 
 
@@ -502,7 +502,7 @@ class ApiKeyRepository(ABC):
         """Revoke (idempotent).  :raises NotFound: no such key"""
 
 
-class SecretRepository(ABC):
+class StoredSecretRepository(ABC):
     """Encrypted secrets, by (owner, name). Only ciphertext goes in or out."""
 
     @abstractmethod
@@ -569,15 +569,15 @@ class DeadLetterRepository(ABC):
     """Things that failed for good (a compensation that failed, an undeliverable message)."""
 
     @abstractmethod
-    async def add(self, new: NewDeadLetter) -> DeadLetter:
+    async def add(self, new: NewDeadLetter) -> DeadLetterRecord:
         """Record a dead letter."""
 
     @abstractmethod
-    async def get(self, letter_id: str) -> DeadLetter:
+    async def get(self, letter_id: str) -> DeadLetterRecord:
         """:raises NotFound: no such dead letter"""
 
     @abstractmethod
-    async def query(self, *, source: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    async def query(self, *, source: str | None = None, limit: int = 100) -> list[DeadLetterRecord]:
         """Dead letters, oldest first."""
 
     @abstractmethod
@@ -616,7 +616,7 @@ class Transaction(ABC):
     ontology: OntologyRepository
     principals: PrincipalRepository
     api_keys: ApiKeyRepository
-    secrets: SecretRepository
+    secrets: StoredSecretRepository
     dead_letters: DeadLetterRepository
     partitions: PartitionLeaseRepository
     idempotency: IdempotencyRepository

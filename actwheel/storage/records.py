@@ -22,7 +22,7 @@ __all__ = [
     "AutomationChanges",
     "AutomationStatus",
     "CursorAdvance",
-    "DeadLetter",
+    "DeadLetterRecord",
     "Deleted",
     "DueSchedule",
     "InsertedRun",
@@ -33,14 +33,14 @@ __all__ = [
     "NewOntologyObject",
     "NewOutboxMessage",
     "NewRun",
-    "ObjectType",
-    "OntologyObject",
+    "ObjectRecord",
+    "ObjectTypeRecord",
     "Origin",
     "OutboxMessage",
     "PartitionLease",
     "Principal",
     "PrincipalStatus",
-    "Relation",
+    "RelationRecord",
     "Run",
     "RunOutcome",
     "RunStatus",
@@ -349,7 +349,7 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ObjectType:
+class ObjectTypeRecord:
     """A named object type; ``properties``/``required`` are JSON Schema fragments (not checked here)."""
 
     name: str
@@ -361,7 +361,7 @@ class ObjectType:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class OntologyObject:
+class ObjectRecord:
     id: str
     object_type: str
     properties: dict[str, Any]
@@ -383,7 +383,7 @@ class NewOntologyObject:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Relation:
+class RelationRecord:
     id: str
     relation_type: str
     source: str
@@ -454,7 +454,7 @@ class NewDeadLetter:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class DeadLetter:
+class DeadLetterRecord:
     """Something that failed for good: what (``source``, ``ref_id``), why, and its payload."""
 
     id: str
