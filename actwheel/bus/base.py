@@ -35,6 +35,7 @@ from typing import Any
 from actwheel.bus.envelope import Envelope
 from actwheel.bus.topology import QueueSpec, Topology
 from actwheel.errors import BusError, InvalidInput
+from actwheel.logs import get_logger
 
 __all__ = [
     "Bus",
@@ -50,6 +51,13 @@ __all__ = [
     "Retry",
     "Subscription",
 ]
+
+_log = get_logger("actwheel.bus")
+
+#: How long :meth:`InFlight.drain` waits for cancelled handler tasks to finish. A task that
+#: swallows its cancellation (or awaits something unbounded in a ``finally``) would otherwise
+#: hang the consumer's cancel, and with it the bus's ``stop()``.
+CANCEL_WAIT_S = 5.0
 
 #: Headers actwheel sets when it dead-letters a message itself.
 REASON_HEADER = "x-actwheel-reason"
@@ -168,10 +176,14 @@ class BusState(enum.Enum):
 
 
 class InFlight:
-    """The handler tasks a consumer owns, and their bounded drain."""
+    """The handler tasks a consumer owns, and their bounded drain.
 
-    def __init__(self) -> None:
+    :param cancel_wait_s: how long :meth:`drain` waits for the tasks it cancelled
+    """
+
+    def __init__(self, *, cancel_wait_s: float = CANCEL_WAIT_S) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cancel_wait_s = cancel_wait_s
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -183,7 +195,9 @@ class InFlight:
         return task
 
     async def drain(self, grace: float) -> None:
-        """Let tasks finish for ``grace`` seconds, then cancel the rest and wait for them."""
+        """Let tasks finish for ``grace`` seconds, then cancel the rest and wait for them, at most
+        ``cancel_wait_s``: a task that ignores its cancellation is logged and left behind rather
+        than allowed to hang shutdown."""
         pending = set(self._tasks)
         if not pending:
             return
@@ -191,7 +205,13 @@ class InFlight:
         for task in late:
             task.cancel()
         if late:
-            await asyncio.wait(late)
+            await self._await_cancelled(late)
+
+    async def _await_cancelled(self, cancelled: set[asyncio.Task[None]]) -> None:
+        _, stuck = await asyncio.wait(cancelled, timeout=self._cancel_wait_s)
+        if stuck:
+            _log.warning("inflight_tasks_ignored_cancel", count=len(stuck),
+                         tasks=sorted(task.get_name() for task in stuck), cancel_wait_s=self._cancel_wait_s)
 
 
 class Subscription:

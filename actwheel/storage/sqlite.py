@@ -23,12 +23,15 @@ import orjson
 
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.logs import get_logger
 from actwheel.storage import _codec as c
 from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
 from actwheel.storage.base import Store, Transaction
 
 __all__ = ["SqliteStore"]
+
+_log = get_logger("actwheel.storage.sqlite")
 
 _INTEGRITY_KINDS = (
     ("UNIQUE", "unique"),
@@ -166,6 +169,7 @@ class SqliteStore(Store):
     :param partitions: N in ``partition = hash(id) mod N`` for new automations
     :param migrate_on_start: apply pending migrations in :meth:`start`
     :param busy_timeout_s: how long to wait for another process's write lock
+    :param stop_wait_s: how long :meth:`stop` waits for a running transaction before closing under it
     """
 
     dialect = "sqlite"
@@ -178,12 +182,14 @@ class SqliteStore(Store):
         partitions: int = 64,
         migrate_on_start: bool = True,
         busy_timeout_s: float = 5.0,
+        stop_wait_s: float = 5.0,
     ) -> None:
         self.path = path
         self.clock = clock or SystemClock()
         self._partitions = partitions
         self._migrate_on_start = migrate_on_start
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._stop_wait_s = stop_wait_s
         self._queries = load_queries("sqlite")
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
@@ -223,11 +229,36 @@ class SqliteStore(Store):
         return conn
 
     async def stop(self) -> None:
+        """Close once the running transaction is done, waiting for it at most ``stop_wait_s``.
+
+        A transaction stuck between statements (awaiting something unbounded) must not hang
+        shutdown: past the bound the connection is closed under it, which rolls it back, and its
+        next statement fails with :class:`StorageUnavailable`. Shielded: a cancelled ``stop()``
+        still closes the connection it has already detached.
+        """
         self._stopped = True
         conn, self._conn = self._conn, None
         if conn is not None:
-            async with self._lock:
-                await asyncio.shield(conn.close())
+            await asyncio.shield(self._close_after_writer(conn))
+
+    async def _close_after_writer(self, conn: aiosqlite.Connection) -> None:
+        if not await self._acquire_lock_within(self._stop_wait_s):
+            _log.warning("sqlite_closed_under_transaction", path=self.path, stop_wait_s=self._stop_wait_s)
+            await conn.close()
+            return
+        try:
+            await conn.close()
+        finally:
+            self._lock.release()
+
+    async def _acquire_lock_within(self, timeout: float) -> bool:  # noqa: ASYNC109
+        """Take the write lock, or give up after ``timeout`` seconds (False)."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._lock.acquire()
+        except TimeoutError:
+            return False
+        return True
 
     def _connection(self) -> aiosqlite.Connection:
         if self._conn is None:
