@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actwheel.triggers import parse, preview_fires
-from actwheel.triggers.dst import is_wildcard_job
+from actwheel.triggers.dst import DstPolicy, is_wildcard_job
 
 NY, BERLIN = "America/New_York", "Europe/Berlin"
 
@@ -192,3 +192,8 @@ def test_an_explicit_gap_survives_a_round_trip_and_the_default_stays_implicit() 
     assert explicit.to_spec()["dst"] == {"gap": "shift", "fold": "auto"}
     assert "dst" not in default.to_spec()
     assert parse({"type": "cron", "expression": "15 * * * *", "timezone": NY, "dst": "default"}) == default
+
+
+def test_auto_names_crons_rule_explicitly() -> None:
+    assert DstPolicy.parse({"gap": "auto", "fold": "auto"}) == DstPolicy.parse("default")
+    assert DstPolicy.parse("default").to_spec() is None
