@@ -10,19 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from actwheel.actors import queues
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
 from actwheel.actors.plan_inputs import active_runs, owner_activity
-from actwheel.actors.planning import Plan, latest_per_automation, plan_instants, plannable
+from actwheel.actors.planning import ParsedSpecs, Plan, latest_per_automation, plan_instants, plannable
+from actwheel.actors.runs import announce_runs, event_run, owner_context, planned_runs, schedule_dedupe_key
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
-from actwheel.events import EventFactory, transition_of
+from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import (
     AutomationCommandRequested,
@@ -31,8 +32,6 @@ from actwheel.messages import (
     message_from_data,
 )
 from actwheel.metrics import Metrics
-from actwheel.policy import Policy
-from actwheel.run_context import OWNER_KEY
 from actwheel.service import AutomationService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
@@ -41,11 +40,9 @@ from actwheel.storage.records import (
     CursorAdvance,
     InsertedRun,
     NewRun,
-    Origin,
     Run,
     RunStatus,
 )
-from actwheel.triggers import Trigger, parse
 
 __all__ = ["Planner"]
 
@@ -74,7 +71,7 @@ class Planner(ConsumerActor):
         self._prefetch = prefetch
         self._event_index = EventIndex(store=store, clock=clock)
         self._bound: frozenset[str] = frozenset()
-        self._parsed = _ParsedSpecs()
+        self._parsed = ParsedSpecs()
         self._observers: list[Callable[[Sequence[Run], datetime], None]] = []
 
     def intake(self) -> Sequence[Intake]:
@@ -128,14 +125,10 @@ class Planner(ConsumerActor):
                         and a.trigger.get("type") == "event"]
                 owners = await owner_activity(tx, {a.owner_id for a in live})
                 now = await tx.now()
-                inserted = await tx.runs.insert_many([_event_run(a, envelope.id, context, now, owners[a.owner_id])
-                                                      for a in live])
-                created = [r.run for r in inserted if r.created]
-                rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-                rows += self._events.runs_transitioned([transition_of(r) for r in created
-                                                        if r.status is RunStatus.SKIPPED])
-                if rows:
-                    await tx.outbox.append_many(rows)
+                inserted = await tx.runs.insert_many([
+                    event_run(a, event_id=envelope.id, context=context, at=now, owner_active=owners[a.owner_id])
+                    for a in live])
+                await announce_runs(tx, self._events, [r.run for r in inserted if r.created])
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
@@ -197,13 +190,9 @@ class Planner(ConsumerActor):
         return planned
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
-        created = [r.run for r in inserted if r.created]
-        rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-        rows += self._events.runs_transitioned([transition_of(r) for r in created if r.status is RunStatus.SKIPPED])
-        rows += [self._events.automation_gone(p.automation.id, "completed")
-                 for p in winners if p.plan.new_next_run_at is None]
-        if rows:
-            await tx.outbox.append_many(rows)
+        completed = [self._events.automation_gone(p.automation.id, "completed")
+                     for p in winners if p.plan.new_next_run_at is None]
+        await announce_runs(tx, self._events, [r.run for r in inserted if r.created], completed)
 
     def on_commit(self, observer: Callable[[Sequence[Run], datetime], None]) -> None:
         """Call ``observer(created runs, commit time)`` after each committed due batch (metrics, benchmarks)."""
@@ -252,48 +241,9 @@ class Planner(ConsumerActor):
         return await self._service.run_now(caller, automation_id)
 
 
-class _ParsedSpecs:
-    """Parsed trigger and policy per automation version: a per-second schedule is parsed once, not every second.
-
-    Speed only: keyed by ``(id, version)`` (every change bumps the version), bounded, and
-    parsing is a pure function of the stored spec.
-    """
-
-    def __init__(self, capacity: int = 100_000) -> None:
-        self._capacity = capacity
-        self._specs: dict[tuple[str, int], tuple[Trigger, Policy]] = {}
-
-    def get(self, automation: Automation) -> tuple[Trigger, Policy]:
-        key = (automation.id, automation.version)
-        specs = self._specs.get(key)
-        if specs is None:
-            specs = (parse(automation.trigger), Policy.parse(automation.policy))
-            if len(self._specs) >= self._capacity:
-                self._specs.clear()
-            self._specs[key] = specs
-        return specs
-
-
-def _event_run(a: Automation, event_id: str, context: dict[str, Any], now: datetime, owner_active: bool) -> NewRun:
-    return NewRun(automation_id=a.id, dedupe_key=f"event:{event_id}", owner_id=a.owner_id, action_type=a.action_type,
-                  action_config=a.action_config, policy=a.policy, origin=Origin.EVENT, scheduled_for=now,
-                  status=RunStatus.PENDING if owner_active else RunStatus.SKIPPED,
-                  reason=None if owner_active else "owner_inactive",
-                  context={**context, OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
-
-
 def _runs_of(planned: _Planned) -> list[NewRun]:
     a = planned.automation
-    return [NewRun(automation_id=a.id, dedupe_key=f"schedule:{_iso_utc(i.at)}",
-                   owner_id=a.owner_id, action_type=a.action_type, action_config=a.action_config,
-                   policy=a.policy, origin=Origin.SCHEDULE, scheduled_for=i.at,
-                   status=RunStatus.SKIPPED if i.skip_reason else RunStatus.PENDING, reason=i.skip_reason,
-                   context={OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}})
-            for i in planned.plan.instants]
-
-
-def _iso_utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat()
+    return planned_runs(a, planned.plan, dedupe_key_of=schedule_dedupe_key, context=owner_context(a))
 
 
 def _mapping(args: dict[str, Any], key: str) -> dict[str, Any]:

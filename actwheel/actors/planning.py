@@ -25,9 +25,10 @@ from datetime import datetime, timedelta
 from actwheel.messages import DueItem
 from actwheel.policy import Policy
 from actwheel.storage.records import Automation, AutomationStatus
-from actwheel.triggers import Trigger
+from actwheel.triggers import Trigger, parse
 
-__all__ = ["MAX_INSTANTS", "Plan", "PlannedInstant", "latest_per_automation", "plan_instants", "plannable"]
+__all__ = ["MAX_INSTANTS", "ParsedSpecs", "Plan", "PlannedInstant", "keep_latest", "latest_per_automation",
+           "plan_instants", "plannable"]
 
 #: At most this many instants are planned per announcement; a longer backlog is
 #: recorded up to here and the cursor continues from the last one (the next
@@ -81,11 +82,43 @@ def plan_instants(
 def latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:
     """One item per automation, its latest instant: planning up to it covers the earlier ones."""
     latest: dict[str, DueItem] = {}
+    keep_latest(latest, items)
+    return list(latest.values())
+
+
+def keep_latest(latest: dict[str, DueItem], items: Sequence[DueItem]) -> None:
+    """Merge ``items`` into ``latest`` (by automation id), keeping each automation's latest instant.
+
+    In place, so that a queue of due items waiting to be fired (the ticker's transient firing) merges
+    what arrives meanwhile by the same rule as one announcement's items.
+    """
     for item in items:
         seen = latest.get(item.automation_id)
         if seen is None or item.scheduled_for > seen.scheduled_for:
             latest[item.automation_id] = item
-    return list(latest.values())
+
+
+class ParsedSpecs:
+    """Parsed trigger and policy per automation version: a per-second schedule is parsed once, not every second.
+
+    Speed only: keyed by ``(id, version)`` (every change bumps the version, stored or transient), bounded,
+    and parsing is a pure function of the spec. The planner and the transient timers each hold one.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._specs: dict[tuple[str, int], tuple[Trigger, Policy]] = {}
+
+    def get(self, automation: Automation) -> tuple[Trigger, Policy]:
+        """:raises InvalidTrigger, InvalidInput: the trigger or the policy does not parse (nothing is cached)"""
+        key = (automation.id, automation.version)
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = (parse(automation.trigger), Policy.parse(automation.policy))
+            if len(self._specs) >= self._capacity:
+                self._specs.clear()
+            self._specs[key] = specs
+        return specs
 
 
 def plannable(automation: Automation, scheduled_for: datetime) -> bool:

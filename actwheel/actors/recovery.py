@@ -21,10 +21,11 @@ import asyncio
 from actwheel.actions.base import ActionContext, Idempotency
 from actwheel.actions.registry import ActionRegistry
 from actwheel.actors.base import Actor
+from actwheel.actors.runs import announce_runs
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError
-from actwheel.events import EventFactory, transition_of
+from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.policy import Policy
 from actwheel.storage.base import Store, Transaction
@@ -77,12 +78,7 @@ class RecoverySweeper(Actor):
         async with self._store.transaction() as tx:
             recovered = [r for r in [await self._recover(tx, run, verdict) for run, verdict in verdicts]
                          if r is not None]
-            ready = [r.id for r in recovered if r.status is RunStatus.PENDING]
-            rows = self._events.runs_ready(ready)
-            rows += self._events.runs_transitioned([transition_of(r) for r in recovered
-                                                  if r.status is not RunStatus.PENDING])
-            if rows:
-                await tx.outbox.append_many(rows)
+            await announce_runs(tx, self._events, recovered)
         return len(recovered)
 
     async def _recover(self, tx: Transaction, run: Run, verdict: tuple[RunStatus, str]) -> Run | None:

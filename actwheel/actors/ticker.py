@@ -30,17 +30,18 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from actwheel.actors.base import Actor
-from actwheel.actors.planning import MAX_INSTANTS
+from actwheel.actors.planning import MAX_INSTANTS, keep_latest
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, DueItem
+from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.transient import is_transient_id
 from actwheel.triggers import Trigger, parse
 from actwheel.wheel import TimingWheel
 
-__all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelTicker"]
+__all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelTicker", "scheduled_of"]
 
 _log = get_logger("actwheel.ticker")
 _MAX_BATCH = 2_000
@@ -61,6 +62,18 @@ class ScheduledAutomation:
     trigger_spec: dict[str, Any]
     partition: int
     transient: bool = False
+
+
+def scheduled_of(automation: Automation) -> ScheduledAutomation | None:
+    """Its timer, or ``None`` when it has none (disabled, not ACTIVE, no next instant).
+
+    One rule for the stored automations (the engine's schedule source) and the transient ones
+    (their registry): ``transient`` is simply ``not durable``.
+    """
+    if not automation.enabled or automation.status is not AutomationStatus.ACTIVE or automation.next_run_at is None:
+        return None
+    return ScheduledAutomation(id=automation.id, next_run_at=automation.next_run_at, trigger_spec=automation.trigger,
+                               partition=automation.partition, transient=not automation.durable)
 
 
 class ScheduleSource(Protocol):
@@ -348,10 +361,7 @@ class _TransientFiring:
         self._retry_s = 0.0
 
     def submit(self, items: Sequence[DueItem]) -> None:
-        for item in items:
-            seen = self._due.get(item.automation_id)
-            if seen is None or item.scheduled_for > seen.scheduled_for:
-                self._due[item.automation_id] = item
+        keep_latest(self._due, items)
         self._arrived.set()
 
     async def run(self, stopping: asyncio.Event) -> None:

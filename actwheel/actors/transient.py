@@ -20,32 +20,23 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from actwheel.actors.plan_inputs import active_runs, owner_activity
-from actwheel.actors.planning import Plan, latest_per_automation, plan_instants, plannable
-from actwheel.actors.ticker import ScheduledAutomation
+from actwheel.actors.planning import ParsedSpecs, Plan, latest_per_automation, plan_instants, plannable
+from actwheel.actors.runs import announce_runs, owner_context, planned_runs
+from actwheel.actors.ticker import ScheduledAutomation, scheduled_of
 from actwheel.errors import StorageUnavailable
-from actwheel.events import EventFactory, transition_of
+from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
-from actwheel.policy import Policy
-from actwheel.run_context import CANCELED_DISABLED, OWNER_KEY, TRANSIENT_KEY
+from actwheel.run_context import CANCELED_DISABLED, TRANSIENT_KEY
 from actwheel.service import cancel_transient_runs
 from actwheel.storage.base import Store
-from actwheel.storage.records import (
-    Automation,
-    AutomationStatus,
-    InsertedRun,
-    NewRun,
-    Origin,
-    RunStatus,
-)
+from actwheel.storage.records import Automation, InsertedRun, NewRun, RunStatus
 from actwheel.transient import TransientRegistry
-from actwheel.triggers import parse
 
 __all__ = ["TransientTimers", "transient_dedupe_key"]
 
 _log = get_logger("actwheel.transient")
-
 
 
 def transient_dedupe_key(automation_id: str, instant: datetime) -> str:
@@ -61,17 +52,15 @@ class TransientTimers:
         self._store = store
         self._events = events
         self._metrics = metrics
+        self._parsed = ParsedSpecs()  # fired every second, edited rarely: parse once per version, as the planner
 
     def due_before(self, before: datetime) -> list[ScheduledAutomation]:
-        return [_scheduled(a) for a in self._registry.due_before(before)]
+        return [s for s in map(scheduled_of, self._registry.due_before(before)) if s is not None]
 
     def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
         """The automation's timer, or ``None`` when it is gone, disabled or has no next instant."""
         found = self._registry.find(automation_id)
-        if (found is None or not found.enabled or found.status is not AutomationStatus.ACTIVE
-                or found.next_run_at is None):
-            return None
-        return _scheduled(found)
+        return None if found is None else scheduled_of(found)
 
     def watch(self, on_change: Callable[[str], None]) -> Callable[[], None]:
         return self._registry.watch(on_change)
@@ -132,7 +121,7 @@ class TransientTimers:
         live = [(a, at) for a, at in found if a is not None and plannable(a, at)]
         if not live:
             return [], []
-        specs = [(a, at, parse(a.trigger), Policy.parse(a.policy)) for a, at in live]
+        specs = [(a, at, *self._parsed.get(a)) for a, at in live]
         async with self._store.transaction() as tx:
             now = await tx.now()
             busy = await active_runs(tx, [a for a, _ in live])
@@ -142,11 +131,7 @@ class TransientTimers:
                                          busy=busy.get(a.id, 0), owner_active=owners[a.owner_id]))
                        for a, at, trigger, policy in specs]
             inserted = await tx.runs.insert_many([run for a, plan in planned for run in _runs_of(a, plan)])
-            created = [r.run for r in inserted if r.created]
-            rows = self._events.runs_ready([r.id for r in created if r.status is RunStatus.PENDING])
-            rows += self._events.runs_transitioned([transition_of(r) for r in created if r.status is RunStatus.SKIPPED])
-            if rows:
-                await tx.outbox.append_many(rows)
+            await announce_runs(tx, self._events, [r.run for r in inserted if r.created])
         ended = [a.id for a, plan in planned if plan.new_next_run_at is None]
         if ended:
             _log.info("transient_automations_ended", automation_ids=ended)
@@ -157,17 +142,6 @@ class TransientTimers:
             self._metrics.observe_planned(inserted, lambda run: run.created_at)
 
 
-def _scheduled(automation: Automation) -> ScheduledAutomation:
-    assert automation.next_run_at is not None
-    return ScheduledAutomation(id=automation.id, next_run_at=automation.next_run_at,
-                               trigger_spec=automation.trigger, partition=automation.partition, transient=True)
-
-
 def _runs_of(a: Automation, plan: Plan) -> list[NewRun]:
-    context = {OWNER_KEY: {"id": a.owner_id, "scopes": ["*"]}, TRANSIENT_KEY: a.id}
-    return [NewRun(automation_id=a.id, dedupe_key=transient_dedupe_key(a.id, i.at), owner_id=a.owner_id,
-                   action_type=a.action_type, action_config=a.action_config, policy=a.policy,
-                   origin=Origin.SCHEDULE, scheduled_for=i.at,
-                   status=RunStatus.SKIPPED if i.skip_reason else RunStatus.PENDING, reason=i.skip_reason,
-                   context=dict(context))
-            for i in plan.instants]
+    return planned_runs(a, plan, dedupe_key_of=lambda at: transient_dedupe_key(a.id, at),
+                        context={**owner_context(a), TRANSIENT_KEY: a.id})

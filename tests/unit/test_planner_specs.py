@@ -1,4 +1,4 @@
-"""The planner's parsed-spec cache: parsed once per automation version, never stale after a change."""
+"""The parsed-spec cache (planner and transient timers): parsed once per automation version, never stale after a change."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from actwheel.actors.planner import Planner, _ParsedSpecs
+from actwheel.actors.planner import Planner
+from actwheel.actors.planning import ParsedSpecs
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.settings import Settings
@@ -30,7 +31,7 @@ def _automation(**overrides: Any) -> Automation:
 
 
 def test_same_version_is_parsed_once() -> None:
-    specs = _ParsedSpecs()
+    specs = ParsedSpecs()
     a = _automation()
     first = specs.get(a)
     assert specs.get(replace(a, next_run_at=T0 + timedelta(seconds=1))) is first  # the cursor moved, no edit
@@ -39,7 +40,7 @@ def test_same_version_is_parsed_once() -> None:
 
 
 def test_a_new_version_is_parsed_again() -> None:
-    specs = _ParsedSpecs()
+    specs = ParsedSpecs()
     specs.get(_automation())
     edited = _automation(version=2, trigger={**EVERY_SECOND, "interval": 5}, policy={"overlap": "skip"})
     trigger, policy = specs.get(edited)
@@ -48,7 +49,7 @@ def test_a_new_version_is_parsed_again() -> None:
 
 
 def test_capacity_bounds_the_cache() -> None:
-    specs = _ParsedSpecs(capacity=2)
+    specs = ParsedSpecs(capacity=2)
     for i in range(5):
         specs.get(_automation(id=f"a{i}"))
     assert len(specs._specs) <= 2

@@ -1,0 +1,76 @@
+"""The runs a plan or an event becomes, and their announcement: one builder for every path that creates runs.
+
+The planner (scheduled instants of stored automations, business events) and the transient timers
+(``durable: false``) all create runs here, so a run carries the same snapshots (action, config,
+policy), the same owner snapshot and the same status rules whichever path made it; only the dedupe
+key, the origin and the extra context differ. :func:`announce_runs` then appends, in the caller's
+transaction, ``run.ready`` for each PENDING run and ``run.<status>`` for the others (SKIPPED at
+planning, UNKNOWN / FAILED at recovery) — the rule every creator and the recovery sweeper share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from actwheel.actors.planning import Plan
+from actwheel.events import EventFactory, transition_of
+from actwheel.run_context import OWNER_KEY, owner_snapshot
+from actwheel.storage.base import Transaction
+from actwheel.storage.records import Automation, NewOutboxMessage, NewRun, Origin, Run, RunStatus
+
+__all__ = ["announce_runs", "event_run", "owner_context", "planned_runs", "schedule_dedupe_key"]
+
+#: What the owner snapshot grants for now: everything the owner may do (issue 11 narrows it).
+_OWNER_SCOPES = ("*",)
+_OWNER_INACTIVE = "owner_inactive"
+
+
+def owner_context(automation: Automation) -> dict[str, Any]:
+    """The context every run of ``automation`` starts from: who it runs for, with what authority."""
+    return {OWNER_KEY: owner_snapshot(automation.owner_id, _OWNER_SCOPES)}
+
+
+def schedule_dedupe_key(instant: datetime) -> str:
+    """A stored automation's instant: ``schedule:<ISO UTC>`` (one run per instant, however often announced)."""
+    return f"schedule:{instant.astimezone(UTC).isoformat()}"
+
+
+def planned_runs(automation: Automation, plan: Plan, *, dedupe_key_of: Callable[[datetime], str],
+                 context: Mapping[str, Any]) -> list[NewRun]:
+    """One run per planned instant: PENDING, or SKIPPED with the plan's reason (each its own context copy)."""
+    return [_new_run(automation, dedupe_key=dedupe_key_of(i.at), origin=Origin.SCHEDULE, scheduled_for=i.at,
+                     skip_reason=i.skip_reason, context=context)
+            for i in plan.instants]
+
+
+def event_run(automation: Automation, *, event_id: str, context: Mapping[str, Any], at: datetime,
+              owner_active: bool) -> NewRun:
+    """The run a business event makes: ``event:<event id>``; SKIPPED(owner_inactive) for a banned owner."""
+    return _new_run(automation, dedupe_key=f"event:{event_id}", origin=Origin.EVENT, scheduled_for=at,
+                    skip_reason=None if owner_active else _OWNER_INACTIVE,
+                    context={**context, **owner_context(automation)})
+
+
+def _new_run(automation: Automation, *, dedupe_key: str, origin: Origin, scheduled_for: datetime,
+             skip_reason: str | None, context: Mapping[str, Any]) -> NewRun:
+    a = automation
+    return NewRun(automation_id=a.id, dedupe_key=dedupe_key, owner_id=a.owner_id, action_type=a.action_type,
+                  action_config=a.action_config, policy=a.policy, origin=origin, scheduled_for=scheduled_for,
+                  status=RunStatus.SKIPPED if skip_reason else RunStatus.PENDING, reason=skip_reason,
+                  context=dict(context))
+
+
+async def announce_runs(tx: Transaction, events: EventFactory, runs: Sequence[Run],
+                        extra: Sequence[NewOutboxMessage] = ()) -> None:
+    """Append ``run.ready`` for the PENDING ``runs``, ``run.<status>`` for the others, then ``extra``.
+
+    In ``tx``, the transaction that wrote the runs (invariant 4): a run is announced if and only if it
+    was committed. Nothing is appended when there is nothing to say.
+    """
+    rows = events.runs_ready([r.id for r in runs if r.status is RunStatus.PENDING])
+    rows += events.runs_transitioned([transition_of(r) for r in runs if r.status is not RunStatus.PENDING])
+    rows += extra
+    if rows:
+        await tx.outbox.append_many(rows)
