@@ -1,0 +1,175 @@
+"""The import rules of docs/architecture.md, checked on the source with ``ast``.
+
+Each rule is about what a layer may *know*: an import under ``if TYPE_CHECKING:`` counts too.
+The rules for pure and inner layers follow imports transitively inside ``actwheel`` (importing
+``actwheel.bus.routing`` runs ``actwheel/bus/__init__.py`` first, so a parent package counts as
+imported); the faces rule is about the face's own imports, because the service it calls may use
+the store.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "actwheel"
+
+#: Third-party packages that do IO: a pure layer must not load them.
+IO_LIBRARIES = frozenset({"aio_pika", "aiormq", "asyncpg", "aiosqlite", "httpx", "starlette", "uvicorn"})
+#: The layers above the pure ones (they do IO or drive those that do).
+OUTER_LAYERS = ("actwheel.bus", "actwheel.storage", "actwheel.actors", "actwheel.api", "actwheel.actions",
+                "actwheel.service", "actwheel.engine", "actwheel.commands", "actwheel.cli")
+#: The faces: they call the service layer only. ``mcp`` and ``ui`` are planned.
+FACES = ("actwheel.api", "actwheel.mcp", "actwheel.ui")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE_ROOT.rglob("*.py"))}
+
+
+def _is_package(module: str) -> bool:
+    return _modules()[module].name == "__init__.py"
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+@cache
+def direct_imports(module: str) -> frozenset[str]:
+    """Every module ``module`` names in an import statement (``from a import b`` names ``a.b`` when it is one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(_modules()[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(module, node)
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in _modules())
+    return frozenset(found)
+
+
+def _with_parents(module: str) -> Iterator[str]:
+    parts = module.split(".")
+    for end in range(1, len(parts) + 1):
+        yield ".".join(parts[:end])
+
+
+@cache
+def imported_closure(module: str) -> frozenset[str]:
+    """What importing ``module`` loads: its imports and theirs, parent packages included, within actwheel."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        for name in direct_imports(current):
+            for loaded in _with_parents(name):
+                if loaded in seen:
+                    continue
+                seen.add(loaded)
+                if loaded in _modules():
+                    todo.append(loaded)
+    return frozenset(seen)
+
+
+def modules_of(*layers: str) -> list[str]:
+    return [name for name in _modules() if any(_within(name, layer) for layer in layers)]
+
+
+def _within(module: str, layer: str) -> bool:
+    return module == layer or module.startswith(layer + ".")
+
+
+def _breaches(modules: Iterable[str], imports_of: Callable[[str], frozenset[str]],
+              allowed: Callable[[str], bool], forbidden: Callable[[str], bool]) -> list[str]:
+    """``module → name`` for each forbidden, not allowed name among ``imports_of(module)``."""
+    return sorted(f"{module} → {name}" for module in modules for name in imports_of(module)
+                  if forbidden(name) and not allowed(name))
+
+
+def test_the_rules_see_the_package() -> None:
+    assert "actwheel.wheel.timing_wheel" in _modules()
+    assert modules_of("actwheel.triggers")
+    assert modules_of("actwheel.actions.executors")
+    assert modules_of("actwheel.api")
+    assert {"actwheel.bus", "actwheel.bus.base", "aio_pika"} <= imported_closure("actwheel.bus.amqp")
+
+
+def _io_or_outer(name: str) -> bool:
+    return name.split(".")[0] in IO_LIBRARIES or any(_within(name, layer) for layer in OUTER_LAYERS)
+
+
+def test_the_wheel_loads_nothing_that_does_io() -> None:
+    assert _breaches(modules_of("actwheel.wheel"), imported_closure, lambda _: False, _io_or_outer) == []
+
+
+def test_the_triggers_load_nothing_that_does_io() -> None:
+    assert _breaches(modules_of("actwheel.triggers"), imported_closure, lambda _: False, _io_or_outer) == []
+
+
+@pytest.mark.parametrize("package", ["actwheel.triggers", "actwheel.wheel"])
+def test_importing_a_pure_package_in_a_fresh_interpreter_loads_no_io_library(package: str) -> None:
+    probe = f"import sys, {package}; print(sorted(m for m in {sorted(IO_LIBRARIES)!r} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_storage_knows_no_actor_face_or_bus() -> None:
+    def above_storage(name: str) -> bool:
+        return any(_within(name, layer) for layer in ("actwheel.actors", "actwheel.api", "actwheel.bus",
+                                                      "actwheel.service", "actwheel.engine"))
+
+    assert _breaches(modules_of("actwheel.storage"), imported_closure, lambda _: False, above_storage) == []
+
+
+def test_executors_cannot_reach_what_moves_run_state() -> None:
+    """An executor returns a result; the router moves the run.
+
+    Executors get everything as arguments (the context, the ontology and secrets ports) and import
+    nothing from ``actwheel.storage``, not even its records: importing ``actwheel.storage.records``
+    runs ``actwheel/storage/__init__.py``, which loads both adapters.
+    """
+
+    def run_state_writer(name: str) -> bool:
+        return any(_within(name, layer) for layer in ("actwheel.storage", "actwheel.actors", "actwheel.service",
+                                                      "actwheel.bus", "actwheel.engine", "actwheel.events",
+                                                      "actwheel.actions.storage_ontology",
+                                                      "actwheel.actions.storage_secrets"))
+
+    executors = modules_of("actwheel.actions.executors")
+    assert _breaches(executors, imported_closure, lambda _: False, run_state_writer) == []
+
+
+def _store_access(module: str) -> list[str]:
+    """``….store`` attributes and ``….transaction()`` calls: a face holding a store transaction of its own."""
+    tree = ast.parse(_modules()[module].read_text(encoding="utf-8"))
+    return sorted({f"{module}:{node.lineno} .{node.attr}" for node in ast.walk(tree)
+                   if isinstance(node, ast.Attribute) and node.attr in {"store", "transaction"}})
+
+
+def test_faces_call_the_service_only() -> None:
+    def behind_the_service(name: str) -> bool:
+        return any(_within(name, layer) for layer in ("actwheel.storage", "actwheel.actors", "actwheel.bus",
+                                                      "actwheel.engine", "actwheel.actions.storage_ontology",
+                                                      "actwheel.actions.storage_secrets"))
+
+    faces = modules_of(*FACES)
+    assert _breaches(faces, direct_imports, lambda name: _within(name, "actwheel.storage.records"),
+                     behind_the_service) == []
+    assert [access for face in faces for access in _store_access(face)] == []
