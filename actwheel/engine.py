@@ -21,15 +21,15 @@ from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.actions.storage_secrets import SecretStore, secret_resolver_from_env
 from actwheel.actors.auditor import Auditor
 from actwheel.actors.base import Actor
+from actwheel.actors.cdc import CdcEmitter
 from actwheel.actors.metrics_sampler import MetricsSampler
 from actwheel.actors.partitions import AllPartitions, PartitionLeases
 from actwheel.actors.planner import Planner
-from actwheel.actors.queues import role_queues
+from actwheel.actors.queues import automation_changes, role_queues
 from actwheel.actors.recovery import RecoverySweeper
-from actwheel.actors.relay import OutboxRelay
 from actwheel.actors.router import ExecutorRouter
 from actwheel.actors.supervisor import Supervisor
-from actwheel.actors.ticker import ScheduledAutomation, WheelTicker
+from actwheel.actors.ticker import ScheduledAutomation, WheelTicker, scheduled_of
 from actwheel.actors.transient import TransientTimers
 from actwheel.bus import open_bus
 from actwheel.bus.base import Bus, Delivery, Subscription
@@ -45,13 +45,11 @@ from actwheel.service import AutomationService
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
-from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.transient import TransientRegistry
 
 __all__ = ["Engine"]
 
 _log = get_logger("actwheel.engine")
-_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "completed")
 
 
 class Engine:
@@ -164,7 +162,7 @@ class Engine:
                                stale_pending_s=s.stale_pending_s)
 
     def _relay(self) -> Actor:
-        return OutboxRelay(store=self.store, bus=self.bus, clock=self.clock,
+        return CdcEmitter(store=self.store, bus=self.bus, clock=self.clock,
                            on_dead_letter=lambda reason: self.metrics.action_dead_letter.labels(reason).inc(),
                            on_backlog=self.metrics.outbox_backlog.set)
 
@@ -190,7 +188,7 @@ class Engine:
         when its instance is gone."""
         topology = self.bus.topology
         spec = QueueSpec(f"{self._prefix}actwheel.ticker.{self.settings.instance}",
-                         tuple((topology.events, f"automation.{c}") for c in _CHANGES),
+                         automation_changes(topology),
                          max_length=10_000, overflow="drop-head", expires_s=600)
         await self.bus.declare_queue(spec)
 
@@ -247,12 +245,5 @@ class _StoreSchedule:
                 automation = await tx.automations.get(automation_id)
         except NotFound:
             return None
-        if not automation.enabled or automation.status is not AutomationStatus.ACTIVE:
-            return None
-        return _scheduled(automation) if automation.next_run_at is not None else None
+        return scheduled_of(automation)
 
-
-def _scheduled(automation: Automation) -> ScheduledAutomation:
-    assert automation.next_run_at is not None
-    return ScheduledAutomation(id=automation.id, next_run_at=automation.next_run_at,
-                               trigger_spec=automation.trigger, partition=automation.partition)

@@ -11,10 +11,12 @@ from __future__ import annotations
 from actwheel.bus.topology import QueueSpec, Topology
 from actwheel.messages import ActionRequested, AutomationsDue, RunsReady
 
-__all__ = ["auditor_events", "planner_changes", "planner_commands", "planner_due", "planner_events",
-           "role_queues", "router_ready", "router_requests"]
+__all__ = ["AUTOMATION_CHANGES", "auditor_events", "automation_changes", "planner_changes", "planner_commands",
+           "planner_due", "planner_events", "role_queues", "router_ready", "router_requests"]
 
-AUDITED_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "completed")
+#: Every ``automation.<change>`` routing key's change: what the auditor records, the tickers apply to their
+#: wheels and the planners to their event index.
+AUTOMATION_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "completed")
 
 
 def planner_due(topology: Topology, prefix: str = "") -> QueueSpec:
@@ -26,8 +28,8 @@ def planner_commands(topology: Topology, prefix: str = "") -> QueueSpec:
 
 
 def planner_changes(topology: Topology, prefix: str = "") -> QueueSpec:
-    changes = tuple((topology.events, f"automation.{c}") for c in ("created", "updated", "enabled"))
-    return QueueSpec(f"{prefix}actwheel.planner.changes", changes)
+    """Every change: the planner applies each to its event index (a disable or a delete removes a pattern)."""
+    return QueueSpec(f"{prefix}actwheel.planner.changes", automation_changes(topology))
 
 
 def planner_events(topology: Topology, prefix: str = "", patterns: frozenset[str] = frozenset()) -> QueueSpec:
@@ -44,9 +46,14 @@ def router_requests(topology: Topology, prefix: str = "") -> QueueSpec:
 
 
 def auditor_events(topology: Topology, prefix: str = "") -> QueueSpec:
-    changes = [(topology.events, f"automation.{c}") for c in AUDITED_CHANGES]
-    bindings = ((topology.events, "run.#"), *changes, (topology.events, "action.completed"), (topology.cdc, "#"))
+    bindings = ((topology.events, "run.#"), *automation_changes(topology), (topology.events, "action.completed"),
+                (topology.cdc, "#"))
     return QueueSpec(f"{prefix}actwheel.auditor", bindings)
+
+
+def automation_changes(topology: Topology) -> tuple[tuple[str, str], ...]:
+    """The bindings of a queue that hears of every automation change."""
+    return tuple((topology.events, f"automation.{c}") for c in AUTOMATION_CHANGES)
 
 
 def role_queues(topology: Topology, prefix: str = "") -> list[QueueSpec]:

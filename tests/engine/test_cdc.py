@@ -1,5 +1,5 @@
-"""The outbox relay on real stores: relays of several instances split the outbox (PostgreSQL row locks),
-and on SQLite one relay publishes everything in order."""
+"""The CDC emitter (the outbox relay) on real stores: emitters of several instances split the outbox
+(PostgreSQL row locks), and on SQLite one emitter publishes everything in order."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from services import isolated_postgres_url
 
-from actwheel.actors.relay import OutboxRelay
+from actwheel.actors.cdc import CdcEmitter
 from actwheel.bus import MemoryBus, QueueSpec
 from actwheel.bus.base import Delivery
 from actwheel.clock import SystemClock, VirtualClock
@@ -63,7 +63,7 @@ async def test_relays_of_several_instances_publish_each_row_once(postgres_url: s
     try:
         assert all(store.row_locks for store in stores)
         await _fill_outbox(stores[0], bus)
-        relays = [OutboxRelay(store=store, bus=bus, clock=SystemClock(), batch=50) for store in stores]
+        relays = [CdcEmitter(store=store, bus=bus, clock=SystemClock(), batch=50) for store in stores]
         moved = await asyncio.gather(*(relay.relay_until_empty(max_rounds=1000) for relay in relays))
         await asyncio.wait_for(all_seen.wait(), 30)
         assert sum(moved) == ROWS  # together they took every row once
@@ -87,7 +87,7 @@ async def test_one_sqlite_relay_publishes_everything_in_order(tmp_path: Path) ->
         await _fill_outbox(store, bus)
         async with store.transaction() as tx:
             expected = [row.id for row in await tx.outbox.take_batch(ROWS)]
-        relay = OutboxRelay(store=store, bus=bus, clock=VirtualClock(T0), batch=100)
+        relay = CdcEmitter(store=store, bus=bus, clock=VirtualClock(T0), batch=100)
         assert await relay.relay_until_empty() == ROWS
         await asyncio.wait_for(all_seen.wait(), 30)
         assert len(seen) == len(set(seen)) == len(expected)

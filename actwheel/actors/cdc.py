@@ -24,14 +24,16 @@ from actwheel.logs import get_logger
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewDeadLetter, OutboxMessage
 
-__all__ = ["OutboxRelay"]
+__all__ = ["CdcEmitter"]
 
-_log = get_logger("actwheel.relay")
+_log = get_logger("actwheel.cdc")
 _BACKLOG_EVERY = timedelta(seconds=5)
 _PURGE_EVERY = timedelta(hours=1)
 
 
-class OutboxRelay(Actor):
+class CdcEmitter(Actor):
+    """The ``cdc`` role (one name for the role, the module and the class): relays the outbox to the bus."""
+
     name = "cdc"
 
     def __init__(self, *, store: Store, bus: Bus, clock: Clock, batch: int = 500, poll_s: float = 1.0,
