@@ -1,7 +1,7 @@
 """Build outbox rows from message records: one envelope codec, one place.
 
 Every state change appends its event here, in the transaction that makes the
-change (DESIGN invariant 4). The envelope id is the event id consumers dedupe by.
+change (docs/design.md invariant 4). The envelope id is the event id consumers dedupe by.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ ALL_ROLES: tuple[str, ...] = ("ticker", "planner", "router", "recovery", "cdc", 
 
 
 def instance_id(env: Mapping[str, str] | None = None) -> str:
-    """``HOSTNAME`` if set, else ``pid-<pid>`` (DESIGN: scaling out)."""
+    """``HOSTNAME`` if set, else ``pid-<pid>`` (docs/design.md: scaling out)."""
     env = os.environ if env is None else env
     return env.get("HOSTNAME") or f"pid-{os.getpid()}"
 

@@ -7,7 +7,7 @@ An :class:`ActionDefinition` is one action type (``ontology.create_object``,
 an :class:`ActionContext`, and stores the :class:`ActionResult` it gets back.
 
 Executors never write run status: they return a result and the pipeline moves
-the state machine (DESIGN invariant 10).
+the state machine (docs/design.md invariant 10).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = [
 
 
 class Idempotency(enum.Enum):
-    """How safe it is to execute an action again after a crash (DESIGN invariant 7).
+    """How safe it is to execute an action again after a crash (docs/design.md invariant 7).
 
     ``STRONG``: executing twice has the effect of once. ``BEST_EFFORT``: a retry is
     safe only when :meth:`ActionDefinition.confirm` says no side effect happened.

@@ -10,7 +10,7 @@ Idempotency by key happens before this, where the run is inserted: a duplicate
 ``(owner, idempotency key)`` returns the first run (a unique key in the
 database). The pipeline never writes run status: it returns a
 :class:`DispatchOutcome` whose audit records and status the executor router
-commits in one transaction (DESIGN invariant 10).
+commits in one transaction (docs/design.md invariant 10).
 """
 
 from __future__ import annotations

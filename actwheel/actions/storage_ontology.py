@@ -2,7 +2,7 @@
 
 :class:`StorageOntology` implements :class:`~actwheel.actions.ontology_port.OntologyGateway`
 with ``Store`` transactions. Each mutating call is ONE transaction that changes the
-ontology tables, appends its CDC event(s) to the outbox (DESIGN invariant 4) and, when an
+ontology tables, appends its CDC event(s) to the outbox (docs/design.md invariant 4) and, when an
 idempotency key is given, records the call's outcome in a durable replay ledger.
 
 CDC routing keys, on the topology's CDC exchange (``actwheel.cdc``), envelope type

@@ -49,7 +49,7 @@ __all__ = [
 
 
 class RunStatus(StrEnum):
-    """Where a run is in its life. PENDING → RUNNING → a result; see DESIGN.md."""
+    """Where a run is in its life. PENDING → RUNNING → a result; see docs/design.md."""
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
