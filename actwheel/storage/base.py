@@ -1,7 +1,7 @@
 """The storage port: a :class:`Store` hands out :class:`Transaction` units of work whose
 repositories read and write the records of :mod:`actwheel.storage.records`.
 
-The database is the correctness layer (DESIGN.md invariants 1–7); every guarantee stated
+The database is the correctness layer (docs/design.md invariants 1–7); every guarantee stated
 below is enforced by a constraint or a conditional statement, never by a check in Python
 followed by a write. Times that decide correctness (leases, due, retries) come from the
 database clock on PostgreSQL and from the store's injected :class:`~actwheel.clock.Clock`
