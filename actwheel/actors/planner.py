@@ -8,7 +8,7 @@ again; an announcement the cursor has already passed is stale and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import (
+    AutomationChanged,
     AutomationCommandRequested,
     AutomationsDue,
     DueItem,
@@ -38,15 +39,19 @@ from actwheel.storage.records import (
     Automation,
     AutomationStatus,
     CursorAdvance,
+    Deleted,
     InsertedRun,
     NewRun,
     Run,
     RunStatus,
 )
 
-__all__ = ["Planner"]
+__all__ = ["CommandOutcome", "Planner"]
 
 _log = get_logger("actwheel.planner")
+#: What a command did: the automation (created, updated), it and its canceled runs (enabled,
+#: disabled), what went (deleted), or the manual run (run).
+CommandOutcome = Automation | tuple[Automation, list[str]] | Deleted | Run
 _CAS_ROUNDS = 5
 
 
@@ -96,15 +101,30 @@ class Planner(ConsumerActor):
     # --- business events (event triggers) -----------------------------------------------
 
     async def _bind_event_patterns(self) -> None:
-        patterns = await self._event_index.refresh()
-        new = patterns - self._bound
+        """The full read (at start, then every ``max_age_s``): every enabled event automation."""
+        await self._bind(await self._event_index.refresh())
+
+    async def _bind(self, patterns: Iterable[str]) -> None:
+        """Bind the event queue to the patterns not bound yet (bindings only grow)."""
+        new = frozenset(patterns) - self._bound
         if new:
             await self.bus.declare_queue(queues.planner_events(self.bus.topology, self._prefix, self._bound | new))
             self._bound |= new
 
     async def on_change(self, delivery: Delivery) -> None:
-        self._event_index.invalidate()
-        await self._bind_event_patterns()
+        """An automation changed: apply it to the event index from its own row alone (one read, whatever
+        the number of automations), binding its pattern if it is a new one."""
+        try:
+            change = message_from_data(delivery.envelope.type, delivery.envelope.data)
+            if not isinstance(change, AutomationChanged):
+                raise InvalidMessage("type", delivery.envelope.type, AutomationChanged.TYPE)
+            async with self._store.transaction() as tx:
+                found = await tx.automations.get_many([change.automation_id])
+        except ActwheelError as exc:
+            raise outcome_of(exc) from exc
+        pattern = self._event_index.apply(change.automation_id, found.get(change.automation_id))
+        if pattern is not None:
+            await self._bind([pattern])
 
     async def on_event(self, delivery: Delivery) -> None:
         """A business event: one run per matching event automation, dedupe key ``event:<event id>``."""
@@ -220,24 +240,25 @@ class Planner(ConsumerActor):
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
-    async def execute_command(self, command: AutomationCommandRequested) -> Any:
+    async def execute_command(self, command: AutomationCommandRequested) -> CommandOutcome:
         """Apply one command through the application service (same validation as the API)."""
         caller = Caller(command.owner_id)
         args = command.args
         if command.command == "create":
             return await self._service.create(caller, _mapping(args, "automation"))
-        if command.command in ("delete_by_session", "delete_by_agent"):
-            key = command.command.removeprefix("delete_by_") + "_id"
-            return await self._service.delete_by(**{key: _text(args, key)})
+        if command.command == "delete_by_session":
+            return await self._service.delete_by(caller, session_id=_text(args, "session_id"))
+        if command.command == "delete_by_agent":
+            return await self._service.delete_by(caller, agent_id=_text(args, "agent_id"))
         automation_id = _text(args, "automation_id")
         if command.command == "update":
-            return await self._service.update(automation_id, _mapping(args, "changes"),
+            return await self._service.update(caller, automation_id, _mapping(args, "changes"),
                                               _int(args, "expected_version"))
         if command.command in ("enable", "disable"):
-            return await self._service.set_enabled(automation_id, command.command == "enable",
+            return await self._service.set_enabled(caller, automation_id, command.command == "enable",
                                                    args.get("expected_version"))
         if command.command == "delete":
-            return await self._service.delete(automation_id)
+            return await self._service.delete(caller, automation_id)
         return await self._service.run_now(caller, automation_id)
 
 

@@ -35,7 +35,7 @@ from actwheel.messages import ActionRequested, CompletedAction, RunsReady, messa
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
-from actwheel.service import AutomationService, Caller
+from actwheel.service import ActionService, Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
 from actwheel.storage.retry import in_transaction
@@ -58,13 +58,13 @@ class _Finish:
 class ExecutorRouter(ConsumerActor):
     name = "router"
 
-    def __init__(self, *, bus: Bus, store: Store, pipeline: DispatchPipeline, service: AutomationService,
+    def __init__(self, *, bus: Bus, store: Store, pipeline: DispatchPipeline, actions: ActionService,
                  events: EventFactory, clock: Clock, metrics: Metrics, instance: str, lease_s: float = 30.0,
                  concurrency: int = 256, queue_prefix: str = "") -> None:
         super().__init__(bus)
         self._store = store
         self._pipeline = pipeline
-        self._service = service
+        self._actions = actions
         self._events = events
         self._clock = clock
         self._metrics = metrics
@@ -121,7 +121,7 @@ class ExecutorRouter(ConsumerActor):
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, ActionRequested):
                 raise InvalidMessage("type", delivery.envelope.type, ActionRequested.TYPE)
-            await self._service.submit_action(Caller(message.owner_id, frozenset(message.scopes)), message)
+            await self._actions.submit(Caller(message.owner_id, frozenset(message.scopes)), message)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 

@@ -55,7 +55,7 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host=settings.http_host, port=settings.http_port,
+    server = uvicorn.Server(uvicorn.Config(create_app(engine.control), host=settings.http_host, port=settings.http_port,
                                            log_level="warning", lifespan="off", access_log=False))
     http: asyncio.Task[None] | None = None
     try:

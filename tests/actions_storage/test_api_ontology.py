@@ -12,7 +12,6 @@ from actions_storage_support import cdc_rows
 from actwheel.actions.secrets import KEY_ENV, MASK, SecretCipher
 from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.api.app import create_app
-from actwheel.api.ontology import ontology_routes
 from actwheel.bus.memory import MemoryBus
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
@@ -32,8 +31,7 @@ def engine(db_url: str, store: Store, clock: VirtualClock) -> Engine:
 @pytest.fixture
 async def client(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
     monkeypatch.setenv(KEY_ENV, SecretCipher.generate_key())
-    app = create_app(engine)
-    app.router.routes.extend(ontology_routes(engine))  # what create_app will do once wired
+    app = create_app(engine.control)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://actwheel.test") as http:
         yield http
@@ -181,8 +179,7 @@ async def test_without_a_key_secrets_cannot_be_stored_but_names_can_be_listed(
 ) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv("ACTWHEEL_SECRET_KEY_FILE", raising=False)
-    app = create_app(engine)
-    app.router.routes.extend(ontology_routes(engine))
+    app = create_app(engine.control)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         refused = await client.post("/v1/secrets", json={"name": "token", "value": VALUE})
         assert refused.status_code == 501

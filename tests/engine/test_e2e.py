@@ -75,7 +75,7 @@ async def test_once_fires_once_then_completes(stack: Stack) -> None:
         [event] = await wait_succeeded(stack, log, 1, first_after=2)
         assert event["automation_id"] == automation.id
         await assert_full_trail(engine, event["run_id"])
-        stored = await engine.service.get(automation.id)
+        stored = await engine.service.get(ALICE, automation.id)
         assert stored.status is AutomationStatus.COMPLETED
         assert stored.next_run_at is None
 
@@ -129,8 +129,8 @@ async def test_ad_hoc_request_is_idempotent_by_key(stack: Stack) -> None:
     async with engine, stack.watch(engine) as log:
         request = ActionRequested(type="SimpleOp", config={"op": "set_variable", "name": "x", "value": 1},
                                   owner_id="alice", idempotency_key="k-1")
-        first = await engine.service.submit_action(ALICE, request)
-        again = await engine.service.submit_action(ALICE, request)
+        first = await engine.control.actions.submit(ALICE, request)
+        again = await engine.control.actions.submit(ALICE, request)
         assert first.created
         assert not again.created
         assert again.run.id == first.run.id
@@ -155,7 +155,7 @@ async def test_saga_request_rolls_back_through_the_engine(stack: Stack) -> None:
         await engine.ontology.define_type(ObjectType.from_spec(
             {"name": "Order", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}))
         request = ActionRequested.from_data({**SAGA, "owner_id": "alice"})
-        inserted = await engine.service.submit_action(ALICE, request)
+        inserted = await engine.control.actions.submit(ALICE, request)
         [event] = await log.wait_count("run.rolled_back", 1)
         assert event["run_id"] == inserted.run.id
         async with engine.store.transaction() as tx:
@@ -176,7 +176,7 @@ async def test_an_event_for_an_automation_disabled_since_the_index_was_read_fire
             "trigger": {"type": "event", "routing_key": "orders.*.created"}, "action": LOG_ACTION})
         planner = engine.actors["planner"]
         await _until_bound(engine, "orders.*.created")  # the index now holds the automation, enabled
-        await engine.service.set_enabled(automation.id, False)
+        await engine.service.set_enabled(ALICE, automation.id, False)
         envelope = Envelope.new(type="order.created", data={"total": 1}, source="shop")
         delivery = Delivery(envelope=envelope, queue="q", exchange=engine.bus.topology.events,
                             routing_key="orders.eu.created", redelivered=False, delivery_count=1, headers={})

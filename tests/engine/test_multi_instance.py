@@ -56,7 +56,7 @@ async def _create_automations(database: str, start: datetime,
     store = open_store(database, clock=clock)
     await store.start()
     try:
-        service = AutomationService(store=store, registry=default_registry(), clock=clock,
+        service = AutomationService.build(store=store, registry=default_registry(), clock=clock,
                                     events=EventFactory(topology=DEFAULT_TOPOLOGY, clock=clock, source="test"))
         triggers = {}
         for i in range(AUTOMATIONS):

@@ -27,7 +27,7 @@ from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import SystemClock, VirtualClock
 from actwheel.events import EventFactory
 from actwheel.messages import ActionRequested, AutomationCommandRequested
-from actwheel.service import AutomationService, Caller
+from actwheel.service import ActionService, Caller
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
 from actwheel.storage.records import Run, RunStatus
@@ -177,10 +177,10 @@ async def test_a_bad_command_is_dead_lettered_with_the_validation_error(
         assert all(part in letter.detail for part in ("Invalid", "trigger", "61")), letter.detail
 
         async def created() -> list[Any]:
-            return [a for a in await engine.service.query(owner_id="alice") if a.name == "fine"]
+            return [a for a in await engine.service.query(ALICE, owner_id="alice") if a.name == "fine"]
 
         await eventually(created, within=10, what="the good command's automation")
-        assert not [a for a in await engine.service.query(owner_id="alice") if a.name == "broken"]
+        assert not [a for a in await engine.service.query(ALICE, owner_id="alice") if a.name == "broken"]
         assert not letters.from_queue("actwheel.planner.commands", _by_id(envelopes[1]))
 
 
@@ -238,8 +238,8 @@ async def test_worker_dies_mid_run_strong_is_retried_none_becomes_unknown(embedd
     doomed = stack.engine("doomed", grace_s=0.01, **ROUTER_ONLY)
     async with rest:
         await doomed.start()
-        strong = await rest.service.submit_action(ALICE, _request(SLOW_STRONG, "strong"))
-        none_ = await rest.service.submit_action(ALICE, _request(SLOW_NONE, "none"))
+        strong = await rest.control.actions.submit(ALICE, _request(SLOW_STRONG, "strong"))
+        none_ = await rest.control.actions.submit(ALICE, _request(SLOW_NONE, "none"))
         ids = [strong.run.id, none_.run.id]
         await _wait_runs(rest.store, ids, lambda r: r.status is RunStatus.RUNNING and r.lease_owner == "doomed",
                          within=10, what="both runs RUNNING on the doomed worker")
@@ -272,12 +272,12 @@ async def test_killed_worker_process_strong_is_retried_none_becomes_unknown(tmp_
         await store.start()
         try:
             async with engine_processes([rest, worker]):
-                service = AutomationService(store=store, registry=_registry(), clock=SystemClock(),
-                                            events=EventFactory(topology=DEFAULT_TOPOLOGY, clock=SystemClock(),
-                                                                source="test"))
+                service = ActionService(store=store, registry=_registry(),
+                                        events=EventFactory(topology=DEFAULT_TOPOLOGY, clock=SystemClock(),
+                                                            source="test"))
                 slow_strong = {**SLOW_STRONG, "config": {**SLOW_STRONG["config"], "seconds": 3}}
-                strong = await service.submit_action(ALICE, _request(slow_strong, "strong"))
-                none_ = await service.submit_action(ALICE, _request(SLOW_NONE, "none"))
+                strong = await service.submit(ALICE, _request(slow_strong, "strong"))
+                none_ = await service.submit(ALICE, _request(SLOW_NONE, "none"))
                 ids = [strong.run.id, none_.run.id]
                 await _wait_runs(store, ids, lambda r: r.status is RunStatus.RUNNING, within=20,
                                  what="both runs RUNNING on the worker")
@@ -308,7 +308,7 @@ async def test_router_with_few_slots_drains_many_concurrent_ready_messages(embed
 
     engine = embedded.engine("tight", router_concurrency=4, **ROUTER_ONLY)  # no relay: we announce ourselves
     async with engine:
-        ids = [(await engine.service.submit_action(ALICE, _request(SET_X, f"k{i}"))).run.id for i in range(100)]
+        ids = [(await engine.control.actions.submit(ALICE, _request(SET_X, f"k{i}"))).run.id for i in range(100)]
         for start in range(0, 100, 10):
             message = RunsReady(run_ids=tuple(ids[start:start + 10]))
             await engine.bus.publish(engine.bus.topology.events, RunsReady.TYPE,

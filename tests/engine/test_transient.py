@@ -80,7 +80,7 @@ async def test_a_transient_automation_fires_each_instant_once_and_is_never_store
             assert await tx.automations.query() == []
         assert [e.phase for e in trail][:5] == PHASES
         assert (trail[3].details["state"], trail[4].details["state"]) == ("started", "completed")
-        listed = await engine.service.get(automation.id)
+        listed = await engine.service.get(ALICE, automation.id)
         assert listed.next_run_at is not None
         assert listed.next_run_at > max(i for i in instants if i is not None)
 
@@ -94,7 +94,7 @@ async def test_a_transient_once_fires_then_leaves(embedded: Stack) -> None:
         [run] = await _until(engine, log, automation.id, _succeeded(1))
         assert run.scheduled_for == automation.next_run_at
         with pytest.raises(NotFound):
-            await engine.service.get(automation.id)
+            await engine.service.get(ALICE, automation.id)
         assert automation.id not in engine.actors["ticker"]._wheel  # type: ignore[attr-defined]
 
 
@@ -108,15 +108,15 @@ async def test_disable_and_delete_stop_it(embedded: Stack) -> None:
         await pass_time(embedded, 1)
         for automation in (witness, disabled, deleted):
             await _until(engine, log, automation.id, _succeeded(1))
-        await engine.service.set_enabled(disabled.id, False)
-        await engine.service.delete(deleted.id)
+        await engine.service.set_enabled(ALICE, disabled.id, False)
+        await engine.service.delete(ALICE, deleted.id)
         wheel = engine.actors["ticker"]._wheel  # type: ignore[attr-defined]
         assert (disabled.id in wheel, deleted.id in wheel, witness.id in wheel) == (False, False, True)
         for seconds in (2, 3):
             await pass_time(embedded, 1)
             await _until(engine, log, witness.id, _succeeded(seconds))
         assert len(await _runs(engine, disabled.id)) == len(await _runs(engine, deleted.id)) == 1
-        enabled, _ = await engine.service.set_enabled(disabled.id, True)
+        enabled, _ = await engine.service.set_enabled(ALICE, disabled.id, True)
         assert enabled.next_run_at is not None
         assert enabled.next_run_at > embedded.clock.now()
         await pass_time(embedded, 1)
@@ -129,4 +129,4 @@ async def test_an_instance_without_a_ticker_refuses(embedded: Stack) -> None:
         with pytest.raises(InvalidInput) as caught:
             await engine.service.create(ALICE, _every_second(embedded))
         assert (caught.value.field, caught.value.value) == ("durable", False)
-        assert await engine.service.query() == []
+        assert await engine.service.query(ALICE) == []

@@ -14,13 +14,13 @@ from actwheel.api.errors import error_response
 from actwheel.engine import Engine
 from actwheel.errors import (
     Conflict,
+    IntegrityViolation,
     InvalidAction,
     NotAvailable,
     NotFound,
     PermissionDenied,
     StorageUnavailable,
 )
-from actwheel.storage._repos import IntegrityViolation
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?", "timezone": "UTC"}
@@ -29,7 +29,7 @@ LOG = {"type": "simple.op", "config": {"op": "log", "message": "hi"}}
 
 @pytest.fixture
 async def client(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(engine))
+    transport = httpx.ASGITransport(app=create_app(engine.control))
     async with httpx.AsyncClient(transport=transport, base_url="http://actwheel.test") as http:
         yield http
 

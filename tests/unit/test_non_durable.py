@@ -22,7 +22,7 @@ from actwheel.actors.transient import TransientTimers
 from actwheel.api.app import create_app
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound, StorageUnavailable
+from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable, Unsupported
 from actwheel.messages import AutomationCommandRequested, DueItem
 from actwheel.run_context import OWNER_KEY, TRANSIENT_KEY
 from actwheel.service import AutomationService, Caller
@@ -72,9 +72,9 @@ async def test_create_keeps_it_in_memory_only(engine: Engine) -> None:
     assert automation.id.startswith("tr_")
     assert (automation.durable, automation.owner_id, automation.version) == (False, "alice", 1)
     assert automation.next_run_at == START + timedelta(minutes=1)
-    assert await engine.service.get(automation.id) == automation
-    assert await engine.service.query() == [automation]
-    assert await engine.service.query(session_id="s2") == []
+    assert await engine.service.get(ALICE, automation.id) == automation
+    assert await engine.service.query(ALICE) == [automation]
+    assert await engine.service.query(ALICE, session_id="s2") == []
     async with engine.store.transaction() as tx:
         assert await tx.automations.query() == []
         with pytest.raises(NotFound):
@@ -85,11 +85,11 @@ async def test_create_keeps_it_in_memory_only(engine: Engine) -> None:
 async def test_listing_merges_stored_and_transient_by_id(engine: Engine) -> None:
     stored = [await engine.service.create(ALICE, _payload(durable=True)) for _ in range(2)]
     transient = await engine.service.create(ALICE, _payload())
-    listed = await engine.service.query(limit=100)
+    listed = await engine.service.query(ALICE, limit=100)
     assert [a.id for a in listed] == sorted([a.id for a in stored] + [transient.id])
     assert [a.durable for a in listed] == [True, True, False]
-    assert [a.id for a in await engine.service.query(limit=2)] == sorted(a.id for a in stored)
-    assert [a.id for a in await engine.service.query(after_id=listed[1].id)] == [transient.id]
+    assert [a.id for a in await engine.service.query(ALICE, limit=2)] == sorted(a.id for a in stored)
+    assert [a.id for a in await engine.service.query(ALICE, after_id=listed[1].id)] == [transient.id]
 
 
 async def test_an_instance_without_a_ticker_refuses(tmp_path: Path, clock: VirtualClock) -> None:
@@ -102,13 +102,13 @@ async def test_an_instance_without_a_ticker_refuses(tmp_path: Path, clock: Virtu
             await engine.service.create(ALICE, _payload())
         assert (caught.value.field, caught.value.value) == ("durable", False)
         assert "ticker" in caught.value.expected
-        assert await engine.service.query() == []
+        assert await engine.service.query(ALICE) == []
     finally:
         await engine.store.stop()
 
 
 async def test_a_full_registry_refuses_naming_durable(engine: Engine, clock: VirtualClock) -> None:
-    service = AutomationService(store=engine.store, registry=engine.registry, events=engine.events, clock=clock,
+    service = AutomationService.build(store=engine.store, registry=engine.registry, events=engine.events, clock=clock,
                                 transients=TransientRegistry(clock=clock, capacity=1))
     await service.create(ALICE, _payload())
     with pytest.raises(InvalidInput) as caught:
@@ -121,28 +121,30 @@ async def test_a_full_registry_refuses_naming_durable(engine: Engine, clock: Vir
 async def test_update_is_versioned_in_memory(engine: Engine, clock: VirtualClock) -> None:
     automation = await engine.service.create(ALICE, _payload())
     clock.advance(10)
-    updated = await engine.service.update(automation.id, {"name": "renamed", "trigger": {
+    updated = await engine.service.update(ALICE, automation.id, {"name": "renamed", "trigger": {
         "type": "repeat", "repeat": "CUSTOM", "interval": 5, "time_unit": "SECONDS",
         "start_date_time": "2030-01-01T00:00:00Z"}}, 1)
     assert (updated.name, updated.version, updated.durable) == ("renamed", 2, False)
     assert updated.next_run_at == START + timedelta(seconds=15)  # recomputed from now
     with pytest.raises(Conflict):
-        await engine.service.update(automation.id, {"name": "stale"}, 1)
-    with pytest.raises(NotAvailable):
-        await engine.service.update(automation.id, {"trigger": {"type": "event", "routing_key": "orders.*.x"}}, 2)
+        await engine.service.update(ALICE, automation.id, {"name": "stale"}, 1)
+    with pytest.raises(Unsupported):
+        await engine.service.update(ALICE, automation.id,
+                                    {"trigger": {"type": "event", "routing_key": "orders.*.x"}}, 2)
     with pytest.raises(InvalidInput) as caught:
-        await engine.service.update(automation.id, {"durable": True}, 2)
+        await engine.service.update(ALICE, automation.id, {"durable": True}, 2)
     assert caught.value.field == "durable"
     with pytest.raises(InvalidInput) as caught:
-        await engine.service.update(automation.id, {"action": {"type": "simple.op", "config": {"op": "nope"}}}, 2)
+        await engine.service.update(ALICE, automation.id,
+                                    {"action": {"type": "simple.op", "config": {"op": "nope"}}}, 2)
     assert caught.value.field.startswith("action.config")
-    assert (await engine.service.get(automation.id)).name == "renamed"
+    assert (await engine.service.get(ALICE, automation.id)).name == "renamed"
 
 
 async def test_a_stored_automation_cannot_become_transient(engine: Engine) -> None:
     stored = await engine.service.create(ALICE, _payload(durable=True))
     with pytest.raises(InvalidInput) as caught:
-        await engine.service.update(stored.id, {"durable": False}, stored.version)
+        await engine.service.update(ALICE, stored.id, {"durable": False}, stored.version)
     assert caught.value.field == "durable"
 
 
@@ -151,14 +153,14 @@ async def test_disable_cancels_its_pending_runs_and_enable_moves_a_past_cursor(
     automation = await engine.service.create(ALICE, _payload())
     assert await _fire_at(engine, clock, automation, START + timedelta(minutes=1)) == 1
     [pending] = await _runs(engine, automation.id)
-    disabled, canceled = await engine.service.set_enabled(automation.id, False, 1)
+    disabled, canceled = await engine.service.set_enabled(ALICE, automation.id, False, 1)
     assert (disabled.enabled, disabled.version, canceled) == (False, 2, [pending.id])
     assert (await _runs(engine, automation.id))[0].status is RunStatus.CANCELED
     assert await _fire_at(engine, clock, disabled, START + timedelta(minutes=2)) == 0  # disabled: nothing fires
     with pytest.raises(Conflict):
-        await engine.service.set_enabled(automation.id, True, 1)
+        await engine.service.set_enabled(ALICE, automation.id, True, 1)
     clock.set(START + timedelta(minutes=5, seconds=30))
-    enabled, _ = await engine.service.set_enabled(automation.id, True)
+    enabled, _ = await engine.service.set_enabled(ALICE, automation.id, True)
     assert enabled.enabled
     assert enabled.next_run_at == START + timedelta(minutes=6)
 
@@ -170,16 +172,16 @@ async def test_delete_and_the_label_cascades_forget_it_and_cancel_its_runs(
     by_agent = await engine.service.create(ALICE, _payload(labels={"agent_id": "a1"}))
     stored = await engine.service.create(ALICE, _payload(durable=True, labels={"session_id": "s1"}))
     await _fire_at(engine, clock, by_session, START + timedelta(minutes=1))
-    deleted = await engine.service.delete(one.id)
+    deleted = await engine.service.delete(ALICE, one.id)
     assert deleted.automation_ids == (one.id,)
     with pytest.raises(NotFound):
-        await engine.service.get(one.id)
-    deleted = await engine.service.delete_by(session_id="s1")
+        await engine.service.get(ALICE, one.id)
+    deleted = await engine.service.delete_by(ALICE, session_id="s1")
     assert set(deleted.automation_ids) == {stored.id, by_session.id}
     assert deleted.canceled_run_ids == tuple(r.id for r in await _runs(engine, by_session.id))
     assert [r.status for r in await _runs(engine, by_session.id)] == [RunStatus.CANCELED]
-    assert (await engine.service.delete_by(agent_id="a1")).automation_ids == (by_agent.id,)
-    assert await engine.service.query() == []
+    assert (await engine.service.delete_by(ALICE, agent_id="a1")).automation_ids == (by_agent.id,)
+    assert await engine.service.query(ALICE) == []
 
 
 async def test_an_update_that_waited_behind_a_fire_keeps_the_fired_cursor(
@@ -190,14 +192,14 @@ async def test_an_update_that_waited_behind_a_fire_keeps_the_fired_cursor(
     assert registry is not None
     clock.set(START + timedelta(minutes=1))
     async with registry.lock:  # a fire is inserting this instant's run
-        update = asyncio.create_task(engine.service.update(automation.id, {"name": "renamed"}, 1))
+        update = asyncio.create_task(engine.service.update(ALICE, automation.id, {"name": "renamed"}, 1))
         await _settle()
         assert not update.done()
         assert registry.advance(automation.id, 1, START + timedelta(minutes=1), START + timedelta(minutes=2))
     updated = await update
     assert (updated.name, updated.version) == ("renamed", 2)
     assert updated.next_run_at == START + timedelta(minutes=2)  # not the already fired 00:01
-    assert (await engine.service.get(automation.id)).next_run_at == START + timedelta(minutes=2)
+    assert (await engine.service.get(ALICE, automation.id)).next_run_at == START + timedelta(minutes=2)
 
 
 async def test_a_cascade_skips_a_transient_that_ended_while_it_waited(engine: Engine, clock: VirtualClock) -> None:
@@ -208,13 +210,13 @@ async def test_a_cascade_skips_a_transient_that_ended_while_it_waited(engine: En
     registry = engine.transients
     assert registry is not None
     async with registry.lock:  # the once is being fired
-        cascade = asyncio.create_task(engine.service.delete_by(session_id="s1"))
+        cascade = asyncio.create_task(engine.service.delete_by(ALICE, session_id="s1"))
         await _stored_gone(engine, stored.id)  # the stored part committed; the transient part waits
         assert not cascade.done()
         assert registry.advance(ending.id, 1, ending.next_run_at, None)  # ... and its schedule ended
     deleted = await cascade
     assert set(deleted.automation_ids) == {stored.id, staying.id}
-    assert await engine.service.query() == []
+    assert await engine.service.query(ALICE) == []
 
 
 async def _stored_gone(engine: Engine, automation_id: str) -> None:
@@ -240,9 +242,9 @@ async def test_canceled_runs_say_why_in_the_stores_words(engine: Engine, durable
         automation = await engine.service.create(ALICE, _payload(durable=durable))
         run = await engine.service.run_now(ALICE, automation.id)
         if gone == "disabled":
-            await engine.service.set_enabled(automation.id, False)
+            await engine.service.set_enabled(ALICE, automation.id, False)
         else:
-            await engine.service.delete(automation.id)
+            await engine.service.delete(ALICE, automation.id)
         [row] = await _runs(engine, automation.id)
         assert (row.id, row.status) == (run.id, RunStatus.CANCELED)
         canceled.append((row.id, row.reason))
@@ -252,16 +254,16 @@ async def test_canceled_runs_say_why_in_the_stores_words(engine: Engine, durable
 
 async def test_enabling_an_ended_once_completes_it_and_frees_its_place(engine: Engine, clock: VirtualClock) -> None:
     registry = TransientRegistry(clock=clock, capacity=1)
-    service = AutomationService(store=engine.store, registry=engine.registry, events=engine.events, clock=clock,
+    service = AutomationService.build(store=engine.store, registry=engine.registry, events=engine.events, clock=clock,
                                 transients=registry)
     once = await service.create(ALICE, _payload(trigger={"type": "once", "at": "2030-01-01T00:00:05Z"}))
-    await service.set_enabled(once.id, False)
+    await service.set_enabled(ALICE, once.id, False)
     clock.set(START + timedelta(minutes=1))  # its instant passed while disabled
-    enabled, _ = await service.set_enabled(once.id, True)
+    enabled, _ = await service.set_enabled(ALICE, once.id, True)
     assert (enabled.status, enabled.next_run_at) == (AutomationStatus.COMPLETED, None)
     assert len(registry) == 0
     with pytest.raises(NotFound):
-        await service.get(once.id)
+        await service.get(ALICE, once.id)
     assert (await service.create(ALICE, _payload())).durable is False  # the place it held is free
 
 
@@ -276,7 +278,7 @@ async def test_create_command_on_the_bus_makes_one_too(engine: Engine) -> None:
     created = await planner.execute_command(AutomationCommandRequested(
         command="create", owner_id="bob", args={"automation": _payload()}))
     assert created.id.startswith("tr_")
-    assert (await engine.service.get(created.id)).owner_id == "bob"
+    assert (await engine.service.get(ALICE, created.id)).owner_id == "bob"
 
 
 # --- firing --------------------------------------------------------------------------------------
@@ -293,7 +295,7 @@ async def test_a_due_instant_becomes_one_run_with_its_snapshots(engine: Engine, 
     assert (run.action_type, run.action_config, run.policy) == ("simple.op", LOG["config"], automation.policy)
     assert run.context == {OWNER_KEY: {"id": "alice", "scopes": ["*"]}, TRANSIENT_KEY: automation.id}
     assert await _outbox_keys(engine) == ["run.ready"]
-    assert (await engine.service.get(automation.id)).next_run_at == at + timedelta(minutes=1)
+    assert (await engine.service.get(ALICE, automation.id)).next_run_at == at + timedelta(minutes=1)
     async with engine.store.transaction() as tx:
         assert await tx.automations.query() == []
 
@@ -305,7 +307,7 @@ async def test_an_instant_fired_twice_is_one_run(engine: Engine, clock: VirtualC
     at = START + timedelta(minutes=1)
     await _fire_at(engine, clock, automation, at)
     assert engine.transients is not None
-    moved = await engine.service.get(automation.id)
+    moved = await engine.service.get(ALICE, automation.id)
     assert engine.transients.advance(automation.id, 1, moved.next_run_at, at)  # put the cursor back
     assert await _fire_at(engine, clock, automation, at) == 0
     assert len(await _runs(engine, automation.id)) == 1
@@ -332,14 +334,14 @@ async def test_misfire_fire_once_after_a_stall(engine: Engine, clock: VirtualClo
         (START + timedelta(minutes=m), RunStatus.SKIPPED, "misfire") for m in (1, 2, 3)
     ] + [(START + timedelta(minutes=4), RunStatus.PENDING, None),  # the latest late one (fire_once)
          (START + timedelta(minutes=5), RunStatus.PENDING, None)]  # within grace: on time
-    assert (await engine.service.get(automation.id)).next_run_at == START + timedelta(minutes=6)
+    assert (await engine.service.get(ALICE, automation.id)).next_run_at == START + timedelta(minutes=6)
 
 
 async def test_a_schedule_that_ends_leaves_the_registry(engine: Engine, clock: VirtualClock) -> None:
     automation = await engine.service.create(ALICE, _payload(trigger={"type": "once", "at": "2030-01-01T00:00:05Z"}))
     assert await _fire_at(engine, clock, automation, START + timedelta(seconds=5)) == 1
     with pytest.raises(NotFound):
-        await engine.service.get(automation.id)
+        await engine.service.get(ALICE, automation.id)
 
 
 async def test_a_failed_transaction_moves_no_cursor(engine: Engine, clock: VirtualClock) -> None:
@@ -347,7 +349,7 @@ async def test_a_failed_transaction_moves_no_cursor(engine: Engine, clock: Virtu
     await engine.store.stop()  # the database is gone (the fixture's stop is idempotent)
     with pytest.raises(StorageUnavailable):
         await _fire_at(engine, clock, automation, START + timedelta(minutes=1))
-    assert (await engine.service.get(automation.id)).next_run_at == START + timedelta(minutes=1)
+    assert (await engine.service.get(ALICE, automation.id)).next_run_at == START + timedelta(minutes=1)
 
 
 async def test_a_broken_automation_is_disabled_and_the_others_due_with_it_fire(
@@ -368,7 +370,7 @@ async def test_a_broken_automation_is_disabled_and_the_others_due_with_it_fire(
     assert [(r.scheduled_for, r.status) for r in await _runs(engine, good.id)] == [(at, RunStatus.PENDING)]
     assert [(r.id, r.status, r.reason) for r in await _runs(engine, bad.id)] == [
         (manual.id, RunStatus.CANCELED, "automation_disabled")]
-    disabled = await engine.service.get(bad.id)
+    disabled = await engine.service.get(ALICE, bad.id)
     assert (disabled.enabled, disabled.version, disabled.next_run_at) == (False, 2, at)
     [line] = [e for e in logs if e["event"] == "transient_automation_disabled"]
     assert (line["automation_id"], line["error"], line["field"]) == (bad.id, "InvalidInput", "policy.overlap")
@@ -384,7 +386,7 @@ async def test_a_storage_failure_disables_nothing(engine: Engine, clock: Virtual
     await engine.store.stop()
     with pytest.raises(StorageUnavailable):
         await _fire_at(engine, clock, automation, START + timedelta(minutes=1))
-    assert (await engine.service.get(automation.id)).enabled
+    assert (await engine.service.get(ALICE, automation.id)).enabled
 
 
 # --- the API -------------------------------------------------------------------------------------
@@ -392,7 +394,7 @@ async def test_a_storage_failure_disables_nothing(engine: Engine, clock: Virtual
 
 @pytest.fixture
 async def client(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(engine))
+    transport = httpx.ASGITransport(app=create_app(engine.control))
     async with httpx.AsyncClient(transport=transport, base_url="http://actwheel.test") as http:
         yield http
 
@@ -403,7 +405,7 @@ async def test_api_routes_serve_transient_ones(client: httpx.AsyncClient, engine
     assert response.status_code == 201, response.text
     created = response.json()
     assert (created["durable"], created["next_run_at"]) == (False, "2030-01-01T00:01:00+00:00")
-    automation = await engine.service.get(created["id"])
+    automation = await engine.service.get(ALICE, created["id"])
     await _fire_at(engine, clock, automation, START + timedelta(minutes=1))
     runs = (await client.get("/v1/runs", params={"automation_id": created["id"]})).json()["items"]
     assert [r["dedupe_key"] for r in runs] == [f"transient:{created['id']}:2030-01-01T00:01:00+00:00"]

@@ -177,7 +177,7 @@ def test_plan_is_deterministic() -> None:
 
 
 async def _announce_next(engine: Engine, automation_id: str) -> None:
-    automation = await engine.service.get(automation_id)
+    automation = await engine.service.get(Caller("local"), automation_id)
     assert automation.next_run_at is not None
     engine.clock.set(automation.next_run_at)  # type: ignore[attr-defined]
     planner = engine.actors["planner"]
@@ -209,7 +209,7 @@ async def test_planner_overlap_skip_records_the_second_instant_skipped(engine: E
 
 async def test_planner_stale_announcement_is_dropped(engine: Engine) -> None:
     automation_id = await _create(engine, "allow")
-    first = (await engine.service.get(automation_id)).next_run_at
+    first = (await engine.service.get(Caller("local"), automation_id)).next_run_at
     assert first is not None
     await _announce_next(engine, automation_id)
     planner = engine.actors["planner"]

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from actwheel.engine import Engine
-from actwheel.errors import Conflict, InvalidInput, NotAvailable, NotFound
+from actwheel.errors import Conflict, InvalidInput, NotFound, Unsupported
 from actwheel.messages import ActionRequested
 from actwheel.run_context import OWNER_KEY
 from actwheel.service import Caller
@@ -54,7 +54,7 @@ async def test_create_stores_the_automation_with_its_first_fire(engine: Engine) 
     assert automation.enabled
     assert automation.session_id == "s1"
     assert automation.policy["overlap"] == "skip"  # the parsed policy is stored with its defaults
-    assert await engine.service.get(automation.id) == automation
+    assert await engine.service.get(ALICE, automation.id) == automation
     assert ("automation.created", {"automation_id": automation.id, "change": "created",
                                    "next_run_at": automation.next_run_at.isoformat(),
                                    "version": automation.version}) in await _outbox(engine)
@@ -93,7 +93,7 @@ async def test_create_reports_every_bad_field_at_once(engine: Engine) -> None:
         "name": "x" * 201,
         "enabled": "yes",
     }
-    assert await engine.service.query() == []
+    assert await engine.service.query(ALICE) == []
     assert await _outbox(engine) == []
 
 
@@ -116,15 +116,16 @@ async def test_durable_must_be_a_boolean(engine: Engine, durable: Any) -> None:
     with pytest.raises(InvalidInput) as caught:
         await engine.service.create(ALICE, _payload(durable=durable))
     assert (caught.value.field, caught.value.value) == ("durable", durable)
-    assert await engine.service.query() == []
+    assert await engine.service.query(ALICE) == []
 
 
-async def test_non_durable_with_an_event_trigger_is_not_available(engine: Engine) -> None:
-    with pytest.raises(NotAvailable) as caught:
+async def test_non_durable_with_an_event_trigger_is_refused_as_the_clients_fault(engine: Engine) -> None:
+    with pytest.raises(Unsupported) as caught:
         await engine.service.create(ALICE, _payload(durable=False,
                                                     trigger={"type": "event", "routing_key": "orders.*.created"}))
+    assert (caught.value.field, caught.value.value) == ("durable", False)
     assert "durable" in str(caught.value)
-    assert await engine.service.query() == []
+    assert await engine.service.query(ALICE) == []
 
 
 async def test_durable_true_is_accepted(engine: Engine) -> None:
@@ -178,7 +179,8 @@ async def test_update_with_the_current_version(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     engine.clock.advance(90)  # type: ignore[attr-defined]
     hourly = {"type": "cron", "expression": "0 0 * * * ?", "timezone": "UTC"}
-    updated = await engine.service.update(automation.id, {"name": "hourly", "trigger": hourly}, automation.version)
+    updated = await engine.service.update(ALICE, automation.id, {"name": "hourly", "trigger": hourly},
+                                          automation.version)
     assert updated.version == automation.version + 1
     assert updated.name == "hourly"
     assert updated.next_run_at == START + timedelta(hours=1)  # recomputed from now
@@ -189,36 +191,36 @@ async def test_update_with_the_current_version(engine: Engine) -> None:
 async def test_update_without_a_new_trigger_keeps_the_cursor(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     engine.clock.advance(3600)  # type: ignore[attr-defined]
-    updated = await engine.service.update(automation.id, {"policy": {"overlap": "allow"}}, automation.version)
+    updated = await engine.service.update(ALICE, automation.id, {"policy": {"overlap": "allow"}}, automation.version)
     assert updated.next_run_at == automation.next_run_at
     assert updated.policy["overlap"] == "allow"
 
 
 async def test_update_with_a_stale_version_conflicts_and_changes_nothing(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
-    await engine.service.update(automation.id, {"name": "first"}, automation.version)
+    await engine.service.update(ALICE, automation.id, {"name": "first"}, automation.version)
     with pytest.raises(Conflict):
-        await engine.service.update(automation.id, {"name": "second"}, automation.version)
-    assert (await engine.service.get(automation.id)).name == "first"
+        await engine.service.update(ALICE, automation.id, {"name": "second"}, automation.version)
+    assert (await engine.service.get(ALICE, automation.id)).name == "first"
 
 
 async def test_update_validates_like_create(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     with pytest.raises(InvalidInput) as caught:
-        await engine.service.update(automation.id, {"policy": {"grace_s": -1}, "trigger": {"type": "cron"}},
+        await engine.service.update(ALICE, automation.id, {"policy": {"grace_s": -1}, "trigger": {"type": "cron"}},
                                     automation.version)
     assert {"policy.grace_s", "trigger.expression"} <= set(_errors(caught.value))
-    assert (await engine.service.get(automation.id)).version == automation.version
+    assert (await engine.service.get(ALICE, automation.id)).version == automation.version
 
 
 async def test_update_of_a_missing_automation(engine: Engine) -> None:
     with pytest.raises(NotFound):
-        await engine.service.update("nope", {"name": "x"}, 1)
+        await engine.service.update(ALICE, "nope", {"name": "x"}, 1)
 
 
 async def test_update_accepts_the_flat_action_fields(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
-    updated = await engine.service.update(automation.id, {"action_type": "simple.op",
+    updated = await engine.service.update(ALICE, automation.id, {"action_type": "simple.op",
                                                           "action_config": {"op": "log", "message": "new"}},
                                           automation.version)
     assert updated.action_config == {"op": "log", "message": "new"}
@@ -228,7 +230,7 @@ async def test_update_does_not_silently_drop_enabled(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     outcome: Any
     try:
-        outcome = (await engine.service.update(automation.id, {"enabled": False}, automation.version)).enabled
+        outcome = (await engine.service.update(ALICE, automation.id, {"enabled": False}, automation.version)).enabled
     except InvalidInput as exc:  # refusing it (use set_enabled) is fine too
         outcome = exc.field
     assert outcome in (False, "enabled")
@@ -240,12 +242,12 @@ async def test_update_does_not_silently_drop_enabled(engine: Engine) -> None:
 async def test_disable_cancels_pending_runs_and_enable_refreshes_the_cursor(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
     run = await engine.service.run_now(ALICE, automation.id)
-    disabled, canceled = await engine.service.set_enabled(automation.id, False)
+    disabled, canceled = await engine.service.set_enabled(ALICE, automation.id, False)
     assert canceled == [run.id]
     assert not disabled.enabled
     assert (await _runs(engine, automation.id))[0].status is RunStatus.CANCELED
     engine.clock.advance(3600 + 30)  # type: ignore[attr-defined]
-    enabled, none = await engine.service.set_enabled(automation.id, True)
+    enabled, none = await engine.service.set_enabled(ALICE, automation.id, True)
     assert none == []
     assert enabled.enabled
     assert enabled.next_run_at == START + timedelta(hours=1, minutes=1)  # from now, not the missed past
@@ -256,10 +258,10 @@ async def test_disable_cancels_pending_runs_and_enable_refreshes_the_cursor(engi
 
 async def test_set_enabled_with_a_stale_version_conflicts(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
-    await engine.service.update(automation.id, {"name": "x"}, automation.version)
+    await engine.service.update(ALICE, automation.id, {"name": "x"}, automation.version)
     with pytest.raises(Conflict):
-        await engine.service.set_enabled(automation.id, False, automation.version)
-    assert (await engine.service.get(automation.id)).enabled
+        await engine.service.set_enabled(ALICE, automation.id, False, automation.version)
+    assert (await engine.service.get(ALICE, automation.id)).enabled
 
 
 # --- deletes ---------------------------------------------------------------------------------------
@@ -270,13 +272,13 @@ async def test_delete_by_session_and_agent(engine: Engine) -> None:
     s1b = await engine.service.create(ALICE, _payload(labels={"session_id": "s1", "agent_id": "g1"}))
     s2 = await engine.service.create(ALICE, _payload(labels={"session_id": "s2", "agent_id": "g2"}))
     run = await engine.service.run_now(ALICE, s1a.id)
-    deleted = await engine.service.delete_by(session_id="s1")
+    deleted = await engine.service.delete_by(ALICE, session_id="s1")
     assert set(deleted.automation_ids) == {s1a.id, s1b.id}
     assert deleted.canceled_run_ids == (run.id,)
-    assert [a.id for a in await engine.service.query()] == [s2.id]
+    assert [a.id for a in await engine.service.query(ALICE)] == [s2.id]
     kept = await _runs(engine, s1a.id)
     assert [r.status for r in kept] == [RunStatus.CANCELED]  # history kept
-    by_agent = await engine.service.delete_by(agent_id="g2")
+    by_agent = await engine.service.delete_by(ALICE, agent_id="g2")
     assert by_agent.automation_ids == (s2.id,)
     deleted_events = [d["automation_id"] for k, d in await _outbox(engine) if k == "automation.deleted"]
     assert sorted(deleted_events) == sorted([s1a.id, s1b.id, s2.id])
@@ -285,17 +287,17 @@ async def test_delete_by_session_and_agent(engine: Engine) -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"session_id": "s", "agent_id": "a"}])
 async def test_delete_by_needs_exactly_one_label(engine: Engine, kwargs: dict[str, str]) -> None:
     with pytest.raises(InvalidInput):
-        await engine.service.delete_by(**kwargs)
+        await engine.service.delete_by(ALICE, **kwargs)
 
 
 async def test_delete_one(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
-    deleted = await engine.service.delete(automation.id)
+    deleted = await engine.service.delete(ALICE, automation.id)
     assert deleted.automation_ids == (automation.id,)
     with pytest.raises(NotFound):
-        await engine.service.get(automation.id)
+        await engine.service.get(ALICE, automation.id)
     with pytest.raises(NotFound):
-        await engine.service.delete(automation.id)
+        await engine.service.delete(ALICE, automation.id)
 
 
 # --- run now ---------------------------------------------------------------------------------------
@@ -332,9 +334,9 @@ def _request(key: str | None = "k1", **overrides: Any) -> ActionRequested:
 
 
 async def test_submit_action_is_idempotent_by_key(engine: Engine) -> None:
-    first = await engine.service.submit_action(ALICE, _request("k1", context={"order": 1}))
-    again = await engine.service.submit_action(ALICE, _request("k1"))
-    other = await engine.service.submit_action(ALICE, _request("k2"))
+    first = await engine.control.actions.submit(ALICE, _request("k1", context={"order": 1}))
+    again = await engine.control.actions.submit(ALICE, _request("k1"))
+    other = await engine.control.actions.submit(ALICE, _request("k2"))
     assert first.created
     assert not again.created
     assert again.run.id == first.run.id
@@ -348,20 +350,20 @@ async def test_submit_action_is_idempotent_by_key(engine: Engine) -> None:
 
 
 async def test_idempotency_keys_are_per_owner(engine: Engine) -> None:
-    alice = await engine.service.submit_action(ALICE, _request("same"))
-    bob = await engine.service.submit_action(Caller("bob"), _request("same", owner_id="bob"))
+    alice = await engine.control.actions.submit(ALICE, _request("same"))
+    bob = await engine.control.actions.submit(Caller("bob"), _request("same", owner_id="bob"))
     assert bob.created
     assert bob.run.id != alice.run.id
 
 
 async def test_requests_without_a_key_are_never_duplicates(engine: Engine) -> None:
-    first = await engine.service.submit_action(ALICE, _request(None))
-    second = await engine.service.submit_action(ALICE, _request(None))
+    first = await engine.control.actions.submit(ALICE, _request(None))
+    second = await engine.control.actions.submit(ALICE, _request(None))
     assert first.created
     assert second.created
     assert first.run.id != second.run.id
 
 
 async def test_dry_run_request_is_marked_in_its_context(engine: Engine) -> None:
-    inserted = await engine.service.submit_action(ALICE, _request("d", dry_run=True))
+    inserted = await engine.control.actions.submit(ALICE, _request("d", dry_run=True))
     assert inserted.run.context["$dry_run"] is True

@@ -1,0 +1,80 @@
+"""Ad hoc action requests and what the action registry offers; trigger previews.
+
+An ad hoc request is a run without an automation: its dedupe key ``request:<owner>:<idempotency key>``
+makes a repeated request answer the first run. Used by ``POST /v1/actions``, the router's
+``action.request`` consumer and, later, the MCP server alike.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from actwheel.actions.base import ActionDefinition
+from actwheel.actions.registry import ActionRegistry
+from actwheel.clock import Clock
+from actwheel.errors import InvalidInput, InvalidTrigger
+from actwheel.events import EventFactory
+from actwheel.messages import ActionRequested
+from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
+from actwheel.service.caller import Caller, caller_snapshot
+from actwheel.service.payload import trigger_errors
+from actwheel.storage.base import Store, Transaction
+from actwheel.storage.records import InsertedRun, NewRun, Origin
+from actwheel.triggers import Fire, preview_fires
+
+__all__ = ["MAX_PREVIEW", "ActionService", "TriggerService"]
+
+#: The most fires one preview computes.
+MAX_PREVIEW = 500
+
+
+class ActionService:
+    def __init__(self, *, store: Store, registry: ActionRegistry, events: EventFactory) -> None:
+        self._store = store
+        self._registry = registry
+        self._events = events
+
+    def types(self, caller: Caller) -> list[ActionDefinition]:
+        """The action types this installation offers, in registration order."""
+        return list(self._registry)
+
+    async def submit(self, caller: Caller, request: ActionRequested) -> InsertedRun:
+        """Insert a run for an ad hoc request; a repeated idempotency key returns the first run."""
+        async with self._store.transaction() as tx:
+            inserted = await self._insert(tx, caller, request)
+            if inserted.created:
+                await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
+        return inserted
+
+    async def _insert(self, tx: Transaction, caller: Caller, request: ActionRequested) -> InsertedRun:
+        key = request.idempotency_key or uuid.uuid4().hex
+        context: dict[str, Any] = {**request.context, OWNER_KEY: caller_snapshot(caller)}
+        if request.dry_run:
+            context[DRY_RUN_KEY] = True
+        return await tx.runs.insert(NewRun(
+            automation_id=None, dedupe_key=f"request:{caller.owner_id}:{key}", owner_id=caller.owner_id,
+            action_type=request.type, action_config=dict(request.config), origin=Origin.REQUEST,
+            scheduled_for=await tx.now(), context=context))
+
+
+class TriggerService:
+    def __init__(self, *, clock: Clock) -> None:
+        self._clock = clock
+
+    def preview(self, caller: Caller, trigger: Any, *, count: Any = 10, after: datetime | None = None) -> list[Fire]:
+        """The next ``count`` fires of ``trigger`` after ``after`` (default now), with their DST and holiday
+        notes; fewer when the schedule ends.
+
+        :raises InvalidInput: naming ``count``, ``trigger`` or a ``trigger.…`` field from the body root
+        """
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= MAX_PREVIEW:
+            raise InvalidInput("count", count, f"an integer from 1 to {MAX_PREVIEW}")
+        if not isinstance(trigger, Mapping):
+            raise InvalidInput("trigger", trigger, "a trigger spec object")
+        try:
+            return preview_fires(trigger, after=after or self._clock.now(), count=count)
+        except InvalidTrigger as exc:
+            raise trigger_errors(exc) from None

@@ -1,0 +1,53 @@
+"""The control plane: the one typed seam every face (HTTP, bus commands, MCP, dashboard) calls.
+
+A face turns its input into a :class:`~actwheel.service.caller.Caller` and arguments, calls a use
+case here, and renders the answer. No face opens a store transaction, reads the action registry or
+reaches into the engine: what a face may do is exactly what this object offers, so the rules
+(validation, ownership, scopes) hold for every face alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from actwheel.clock import Clock
+from actwheel.service.actions import ActionService, TriggerService
+from actwheel.service.automations import AutomationService
+from actwheel.service.ontology import OntologyService, SecretService
+from actwheel.service.runs import RunService
+from actwheel.settings import Settings
+
+__all__ = ["ControlPlane", "EngineStatus"]
+
+
+class EngineStatus(Protocol):
+    """What the health routes read of the running engine."""
+
+    @property
+    def ready(self) -> bool:
+        """Started, and every actor is ready."""
+        ...
+
+    def actor_states(self) -> dict[str, str]:
+        """Each actor's role → its run state (``running``, ``restarting``, …)."""
+        ...
+
+    def metrics_text(self) -> bytes:
+        """This instance's Prometheus exposition."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlPlane:
+    """The use cases of one engine, grouped by what they act on."""
+
+    settings: Settings
+    clock: Clock
+    automations: AutomationService
+    runs: RunService
+    actions: ActionService
+    triggers: TriggerService
+    ontology: OntologyService
+    secrets: SecretService
+    status: EngineStatus

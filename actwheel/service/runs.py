@@ -1,0 +1,38 @@
+"""The run use cases every face shares: list runs, read one with its audit trail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from actwheel.service.caller import Caller
+from actwheel.storage.base import Store
+from actwheel.storage.records import AuditEntry, Run, RunStatus
+
+__all__ = ["RunService", "RunWithTrail"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunWithTrail:
+    """A run and its append-only audit trail, oldest entry first."""
+
+    run: Run
+    audit: list[AuditEntry]
+
+
+class RunService:
+    def __init__(self, *, store: Store) -> None:
+        self._store = store
+
+    async def query(self, caller: Caller, *, automation_id: str | None = None, status: RunStatus | None = None,
+                    limit: int = 100) -> list[Run]:
+        """Runs matching every given filter, newest first."""
+        async with self._store.transaction() as tx:
+            return await tx.runs.query(automation_id=automation_id, statuses=[status] if status else None,
+                                       limit=limit)
+
+    async def get(self, caller: Caller, run_id: str) -> RunWithTrail:
+        """:raises NotFound: no run ``run_id``"""
+        async with self._store.transaction() as tx:
+            run = await tx.runs.get(run_id)
+            trail = await tx.audit.trail(run.id)
+        return RunWithTrail(run, trail)
