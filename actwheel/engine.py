@@ -7,7 +7,8 @@ last down; actors stop intake first).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from datetime import datetime
 from typing import Any
@@ -83,20 +84,34 @@ class Engine:
         self._stack = AsyncExitStack()
         self.started = False
 
-    async def start(self) -> None:
-        """Start store, bus and every actor; returns once all are ready."""
-        await self.store.start()
-        self._stack.push_async_callback(self.store.stop)
-        await self._open_secrets()
-        await self.bus.start()
-        self._stack.push_async_callback(self.bus.stop)
-        for spec in role_queues(self.bus.topology, self._prefix):  # messages wait for roles run elsewhere
-            await self.bus.declare_queue(spec)
-        self._stack.push_async_callback(self.supervisor.stop)
-        await self.supervisor.start()
+    async def start(self, *, ready_timeout_s: float = 30.0) -> None:
+        """Start store, bus and every actor; returns once all are ready.
+
+        Each piece registers its teardown on a local exit stack as it comes up, and the engine
+        keeps that stack (``pop_all()``) only once everything is up: a start that fails half-way
+        (a bus that cannot connect, a queue declaration refused, actors not ready in time) tears
+        down what it had started, in reverse order, and re-raises, leaving the engine stopped.
+
+        :raises TimeoutError: an actor is not ready within ``ready_timeout_s``
+        """
+        async with AsyncExitStack() as stack:
+            await self.store.start()
+            stack.push_async_callback(_shielded(self.store.stop))
+            await self._open_secrets()
+            await self.bus.start()
+            stack.push_async_callback(_shielded(self.bus.stop))
+            await self._declare_role_queues()
+            stack.push_async_callback(_shielded(self.supervisor.stop))  # before start: a timeout stops the actors
+            await self.supervisor.start(ready_timeout_s=ready_timeout_s)
+            self._stack = stack.pop_all()
         self.started = True
         _log.info("engine_started", instance=self.settings.instance, roles=list(self.actors),
                   database=self.store.dialect, broker=type(self.bus).__name__)
+
+    async def _declare_role_queues(self) -> None:
+        """Every queue the roles consume, even those run elsewhere: their messages wait for them."""
+        for spec in role_queues(self.bus.topology, self._prefix):
+            await self.bus.declare_queue(spec)
 
     async def _open_secrets(self) -> None:
         """Refuses to start when secrets are stored but no key is configured (they could not be read)."""
@@ -107,9 +122,11 @@ class Engine:
             self.secret_store = SecretStore(self.store, SecretCipher.from_env())
 
     async def stop(self) -> None:
-        """Stop actors (intake first, grace, cancel), then the bus, then the store. Idempotent."""
-        await self._stack.aclose()
+        """Stop actors (intake first, grace, cancel), then the bus, then the store. Idempotent:
+        a no-op when the engine never started or its start failed (that start cleaned up)."""
+        stack, self._stack = self._stack, AsyncExitStack()
         self.started = False
+        await stack.aclose()
 
     async def __aenter__(self) -> Engine:
         await self.start()
@@ -216,6 +233,26 @@ class Engine:
             scopes=request.scopes, attempt=request.attempt, idempotency_key=request.idempotency_key,
             variables=request.variables, timeout=request.timeout_s, clock=self.clock, secrets=self._secrets,
             ontology=self.ontology, publish=publish, emit_step_event=step_event, audit=audit)
+
+
+def _shielded(teardown: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    """``teardown`` run to its end even if the caller is cancelled meanwhile (the cancellation is
+    re-raised once it is done): a cancel must not leave a store or a bus half-closed. Every
+    teardown the engine registers is itself bounded, so waiting it out cannot hang."""
+
+    async def run() -> None:
+        task = asyncio.ensure_future(teardown())
+        cancelled = False
+        while not task.done():
+            try:
+                await asyncio.wait({task})  # unlike awaiting it, a cancelled wait leaves the task running
+            except asyncio.CancelledError:
+                cancelled = True
+        task.result()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    return run
 
 
 class _StoreSchedule:
