@@ -6,16 +6,27 @@
     ├── InvalidInput (ValueError)        bad input where it enters; names field, value, expected
     │   ├── InvalidTrigger               a trigger spec that cannot be parsed or evaluated
     │   ├── InvalidAction                an action config that fails validation (many errors at once)
-    │   └── InvalidMessage               a bus message that is malformed, unknown or oversized
+    │   │   ├── DuplicateActionType      a type or alias that is already registered
+    │   │   └── DestinationRefused       the webhook SSRF guard refused a URL
+    │   ├── InvalidMessage               a bus message that is malformed, unknown or oversized
+    │   ├── ExpressionError              an expression that cannot be compiled or evaluated
+    │   └── SecretKeyMissing             secrets are stored but no key to decrypt them is configured
+    ├── Unsupported                      a well-formed request actwheel refuses by design (HTTP 422)
     ├── StorageError                     anything the storage port raises
     │   ├── Conflict                     a unique key or an expected version did not hold
-    │   ├── NotFound                     the record does not exist
+    │   │   └── IntegrityViolation       a database constraint refused a write
+    │   ├── NotFound (LookupError)       the record does not exist
     │   └── StorageUnavailable           the database cannot be reached or timed out
+    │       └── TransientStorageError    rolled back for a reason a re-run can cure (deadlock, ...)
     ├── BusError                         anything the bus port raises
     │   ├── Unroutable                   a published message matched no queue (mandatory)
+    │   ├── PublishRefused               a target queue is full, or the broker nacked the message
     │   └── BusUnavailable               the broker cannot be reached
     ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
     └── NotAvailable                     a feature that is not built yet; never a silent no-op
+
+:class:`Unsupported` is the client's fault (what was asked is refused for good), while
+:class:`NotAvailable` is ours (the feature is missing and may come): a 4xx, not a 501.
 
 Errors carry the offending id / field / value as attributes *and* in the message,
 so a log line or an API answer is enough to fix the input.
@@ -28,11 +39,16 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "TRANSIENT_CAUSES",
     "ActwheelError",
     "BusError",
     "BusUnavailable",
     "Conflict",
+    "DestinationRefused",
+    "DuplicateActionType",
+    "ExpressionError",
     "FieldError",
+    "IntegrityViolation",
     "InvalidAction",
     "InvalidInput",
     "InvalidMessage",
@@ -40,9 +56,13 @@ __all__ = [
     "NotAvailable",
     "NotFound",
     "PermissionDenied",
+    "PublishRefused",
+    "SecretKeyMissing",
     "StorageError",
     "StorageUnavailable",
+    "TransientStorageError",
     "Unroutable",
+    "Unsupported",
 ]
 
 _MAX_VALUE_REPR = 120
@@ -114,8 +134,42 @@ class InvalidAction(InvalidInput):
     """An action type or config that fails validation."""
 
 
+class DuplicateActionType(InvalidAction):
+    """A type or alias that is already registered (field ``type`` or ``alias``)."""
+
+
+class DestinationRefused(InvalidAction):
+    """The SSRF guard refused a URL (field ``url``), naming the address and why."""
+
+
 class InvalidMessage(InvalidInput):
     """A bus message that is malformed, of an unknown type, or too large."""
+
+
+class ExpressionError(InvalidInput):
+    """An expression that cannot be compiled or evaluated; names the expression and the problem."""
+
+
+class SecretKeyMissing(InvalidInput):
+    """Secrets are stored but no key to decrypt them is configured: the host must not start."""
+
+
+class Unsupported(ActwheelError):
+    """A well-formed request that actwheel refuses by design, so asking again will not help.
+
+    Not :class:`InvalidInput` (the value is valid on its own; the combination is refused) and
+    not :class:`NotAvailable` (nothing is missing that may be built later).
+
+    :ivar field: dotted path of the field that asks for the unsupported thing
+    :ivar value: the value that was refused
+    :ivar expected: what is supported instead
+    """
+
+    def __init__(self, field: str, value: Any, expected: str) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        super().__init__(f"{field}={_short(value)} is not supported: expected {expected}")
 
 
 class StorageError(ActwheelError):
@@ -137,7 +191,20 @@ class Conflict(StorageError):
         super().__init__(f"conflict on {record} {_short(key)}{suffix}")
 
 
-class NotFound(StorageError):
+class IntegrityViolation(Conflict):
+    """A constraint refused a write.
+
+    :ivar kind: ``unique``, ``foreign_key``, ``check`` or ``not_null``
+    :ivar constraint: the constraint's name
+    """
+
+    def __init__(self, kind: str, constraint: str, detail: str = "") -> None:
+        self.kind = kind
+        self.constraint = constraint
+        super().__init__("constraint", constraint, f"{kind} violation{': ' + detail if detail else ''}")
+
+
+class NotFound(StorageError, LookupError):
     """The record does not exist.
 
     :ivar record: the kind of record
@@ -152,6 +219,23 @@ class NotFound(StorageError):
 
 class StorageUnavailable(StorageError):
     """The database cannot be reached, or an operation timed out."""
+
+
+#: The causes a :class:`TransientStorageError` names.
+TRANSIENT_CAUSES = frozenset({"deadlock", "serialization", "connection_lost"})
+
+
+class TransientStorageError(StorageUnavailable):
+    """The database rolled the transaction back for a reason that running it again can cure.
+
+    :ivar cause: ``deadlock``, ``serialization`` or ``connection_lost`` (before COMMIT)
+    """
+
+    def __init__(self, cause: str, detail: str) -> None:
+        if cause not in TRANSIENT_CAUSES:
+            raise ValueError(f"unknown transient cause {cause!r}")
+        self.cause = cause
+        super().__init__(f"transient {cause}, retry the transaction: {detail}")
 
 
 class BusError(ActwheelError):
@@ -169,6 +253,21 @@ class Unroutable(BusError):
         self.exchange = exchange
         self.routing_key = routing_key
         super().__init__(f"message to {exchange!r} with routing key {routing_key!r} is unroutable")
+
+
+class PublishRefused(BusError):
+    """The broker refused a message: a queue it routes to is full, or the broker nacked it.
+
+    :ivar exchange: the exchange it was published to
+    :ivar routing_key: its routing key
+    :ivar reason: what the bus knows about why
+    """
+
+    def __init__(self, exchange: str, routing_key: str, reason: str) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.reason = reason
+        super().__init__(f"message to {exchange!r} with routing key {routing_key!r} refused: {reason}")
 
 
 class BusUnavailable(BusError):

@@ -1,4 +1,7 @@
-"""AMQP topic matching, exactly as RabbitMQ's topic exchange does it.
+"""AMQP topic matching, exactly as RabbitMQ's topic exchange does it, and actwheel's own namespaces.
+
+Pure (no IO, no driver imports) so that both the bus and the event trigger use this
+one matcher without ``actwheel.triggers`` loading aio-pika.
 
 A routing key is a list of words separated by ``.``; the empty key has zero words.
 In a binding pattern ``*`` matches exactly one word (which may be empty) and ``#``
@@ -13,7 +16,12 @@ from functools import lru_cache
 from itertools import accumulate
 from operator import or_
 
-__all__ = ["topic_matches"]
+__all__ = ["RESERVED_NAMESPACES", "is_reserved_pattern", "topic_matches"]
+
+#: Routing-key prefixes actwheel publishes under itself. A user's event pattern must not
+#: listen there (an automation firing on its own run events would loop), and a user's
+#: message must not be published there (it would impersonate actwheel).
+RESERVED_NAMESPACES: tuple[str, ...] = ("automation.", "run.", "action.", "command.", "cdc.")
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -35,3 +43,12 @@ def _step(word: str, reach: list[bool], key: tuple[str, ...]) -> list[bool]:
     if word == "#":
         return list(accumulate(reach, or_))
     return [False] + [reach[j] and word in ("*", key[j]) for j in range(len(key))]
+
+
+def is_reserved_pattern(pattern: str) -> bool:
+    """True when ``pattern`` lies in, or could reach into, :data:`RESERVED_NAMESPACES`.
+
+    A pattern that starts with a wildcard (``#.created``, ``*.x``) can match a reserved
+    key, so it counts as reserved too.
+    """
+    return pattern.startswith(RESERVED_NAMESPACES) or pattern[:1] in ("#", "*")

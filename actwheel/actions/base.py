@@ -26,7 +26,7 @@ from actwheel.actions.ontology_port import OntologyGateway
 from actwheel.actions.schema import schema_errors
 from actwheel.actions.secrets import NoSecrets, SecretResolver
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import FieldError, InvalidAction, NotAvailable
+from actwheel.errors import FieldError, InvalidAction, NotAvailable, Unsupported
 
 __all__ = [
     "ActionContext",
@@ -295,9 +295,9 @@ class ActionDefinition(ABC):
     async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         """Undo the effect recorded in ``result`` (from :meth:`execute` with ``config``).
 
-        :raises NotAvailable: the type is not compensable
+        :raises Unsupported: the type is not compensable (asking for it is the caller's mistake)
         """
-        raise NotAvailable(f"compensation of {self.type}", "this action type is not compensable")
+        raise Unsupported("type", self.type, "a compensable action type (capabilities.compensable)")
 
     async def dry_run(self, config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
         """Say what :meth:`execute` would do; change nothing.

@@ -19,14 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actwheel.errors import InvalidInput
+from actwheel.errors import ExpressionError
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_LENGTH",
     "MAX_NODES",
     "Expression",
-    "ExpressionError",
     "compile_expression",
     "evaluate",
 ]
@@ -38,10 +37,6 @@ MAX_EXPONENT = 256
 MAX_BUILT_SIZE = 100_000
 
 _MISSING = object()
-
-
-class ExpressionError(InvalidInput):
-    """An expression that cannot be compiled or evaluated; names the expression and the problem."""
 
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {

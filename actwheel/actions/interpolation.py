@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from actwheel.actions.expressions import ExpressionError, compile_expression
+from actwheel.actions.expressions import compile_expression
 from actwheel.actions.secrets import is_secret_ref
-from actwheel.errors import FieldError
+from actwheel.errors import ExpressionError, FieldError
 
 __all__ = ["PLACEHOLDER", "has_placeholder", "interpolate", "referenced_steps"]
 

@@ -15,15 +15,11 @@ from actwheel.actions.executors import composite, function, notification, ontolo
 from actwheel.actions.executors.function import FunctionRegistry
 from actwheel.actions.executors.notification import ChannelRegistry
 from actwheel.actions.executors.webhook import WebhookSettings
-from actwheel.errors import InvalidAction
+from actwheel.errors import DuplicateActionType, InvalidAction
 
 __all__ = ["ActionRegistry", "DuplicateActionType", "default_registry"]
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
-
-
-class DuplicateActionType(InvalidAction):
-    """A type or alias that is already registered (field ``type`` or ``alias``)."""
 
 
 class ActionRegistry:

@@ -29,11 +29,10 @@ from actwheel.actions.secrets import (
     SecretCipher,
     SecretResolver,
 )
-from actwheel.errors import InvalidInput, NotFound
+from actwheel.errors import InvalidInput, NotFound, SecretKeyMissing
 from actwheel.storage.base import Store
 
 __all__ = [
-    "SecretKeyMissing",
     "SecretStore",
     "StorageSecretRepository",
     "StoredSecret",
@@ -45,10 +44,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 _MAX_VALUE_BYTES = 64 * 1024
 #: Principals checked for stored secrets when looking for "secrets exist" (see the function).
 _PRINCIPAL_SCAN = 1000
-
-
-class SecretKeyMissing(InvalidInput):
-    """Secrets are stored but no key to decrypt them is configured: the host must not start."""
 
 
 def validate_secret_name(name: Any) -> str:

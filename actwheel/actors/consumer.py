@@ -16,7 +16,7 @@ import structlog
 from actwheel.actors.base import Actor
 from actwheel.bus.base import Bus, Delivery, Handler, Reject, Retry, Subscription
 from actwheel.bus.topology import QueueSpec
-from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable
+from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable, Unsupported
 
 __all__ = ["ConsumerActor", "Intake", "outcome_of"]
 
@@ -80,7 +80,7 @@ def outcome_of(exc: Exception) -> Exception:
     Bad input is dead-lettered with its reason (it will never succeed); a database
     that is briefly unavailable is retried after a pause.
     """
-    if isinstance(exc, InvalidInput | NotFound | Conflict):
+    if isinstance(exc, InvalidInput | Unsupported | NotFound | Conflict):
         return Reject(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, StorageUnavailable):
         return Retry(delay=1.0)

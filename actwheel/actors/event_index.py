@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from actwheel.bus.routing import topic_matches
 from actwheel.clock import Clock
 from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, AutomationStatus
+from actwheel.topics import topic_matches
 
 __all__ = ["EventIndex"]
 

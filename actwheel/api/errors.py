@@ -16,6 +16,7 @@ from actwheel.errors import (
     NotFound,
     PermissionDenied,
     StorageUnavailable,
+    Unsupported,
 )
 
 __all__ = ["error_response", "json_response"]
@@ -41,6 +42,10 @@ def error_response(exc: ActwheelError) -> Response:
         return json_response({"error": {
             "type": type(exc).__name__, "message": str(exc), "field": exc.field, "value": exc.value,
             "expected": exc.expected, "errors": [e.as_dict() for e in exc.errors]}}, 422)
+    if isinstance(exc, Unsupported):  # the client's request, refused for good: a 4xx, unlike NotAvailable's 501
+        return json_response({"error": {
+            "type": type(exc).__name__, "code": "unsupported", "message": str(exc), "field": exc.field,
+            "value": exc.value, "expected": exc.expected}}, 422)
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
     return json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
 

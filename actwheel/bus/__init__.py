@@ -18,7 +18,6 @@ from actwheel.bus.base import (
     DeadLetterHandler,
     Delivery,
     Handler,
-    PublishRefused,
     Reject,
     Retry,
     Subscription,
@@ -35,7 +34,7 @@ from actwheel.bus.topology import (
     QueueSpec,
     Topology,
 )
-from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, Unroutable
+from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 
 __all__ = [
     "CDC",

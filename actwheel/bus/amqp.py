@@ -50,7 +50,6 @@ from actwheel.bus.base import (
     DeadLetterHandler,
     Handler,
     InFlight,
-    PublishRefused,
     Subscription,
     check_exchange,
     check_prefetch,
@@ -67,7 +66,7 @@ from actwheel.bus.envelope import CONTENT_TYPE, DEFAULT_MAX_BYTES, Envelope, enc
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology, check_routing_key
 from actwheel.bus.wire import message_headers
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessage, Unroutable
+from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 from actwheel.logs import get_logger
 
 __all__ = ["AmqpBus", "queue_arguments"]

@@ -34,7 +34,7 @@ from typing import Any
 
 from actwheel.bus.envelope import Envelope
 from actwheel.bus.topology import QueueSpec, Topology
-from actwheel.errors import BusError, InvalidInput
+from actwheel.errors import InvalidInput
 from actwheel.logs import get_logger
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "Delivery",
     "Handler",
     "InFlight",
-    "PublishRefused",
     "Reject",
     "Retry",
     "Subscription",
@@ -91,21 +90,6 @@ class Reject(Exception):  # an outcome, not an error
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
-
-
-class PublishRefused(BusError):
-    """The broker refused a message: a queue it routes to is full, or the broker nacked it.
-
-    :ivar exchange: the exchange it was published to
-    :ivar routing_key: its routing key
-    :ivar reason: what the bus knows about why
-    """
-
-    def __init__(self, exchange: str, routing_key: str, reason: str) -> None:
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.reason = reason
-        super().__init__(f"message to {exchange!r} with routing key {routing_key!r} refused: {reason}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

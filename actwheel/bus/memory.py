@@ -2,7 +2,7 @@
 
 Product code, not a test double: it passes the same contract suite as the AMQP adapter.
 
-- Topic routing exactly as a RabbitMQ topic exchange (:mod:`actwheel.bus.routing`);
+- Topic routing exactly as a RabbitMQ topic exchange (:mod:`actwheel.topics`);
   a queue bound by several matching patterns receives one copy.
 - Queues are bounded by ``QueueSpec.max_length``. A publish that would overflow any
   target queue is refused as a whole with :class:`PublishRefused` (RabbitMQ's
@@ -35,7 +35,6 @@ from actwheel.bus.base import (
     DeadLetterHandler,
     Handler,
     InFlight,
-    PublishRefused,
     Subscription,
     check_exchange,
     check_prefetch,
@@ -49,12 +48,12 @@ from actwheel.bus.consuming import (
     decide_dead_letter,
 )
 from actwheel.bus.envelope import DEFAULT_MAX_BYTES, Envelope, encode
-from actwheel.bus.routing import topic_matches
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology, check_routing_key
 from actwheel.bus.wire import message_headers
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, Unroutable
+from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 from actwheel.logs import get_logger
+from actwheel.topics import topic_matches
 
 __all__ = ["MemoryBus"]
 

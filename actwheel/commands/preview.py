@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import InvalidInput, InvalidTrigger, NotAvailable
 from actwheel.triggers import Fire, Trigger, parse
-from actwheel.triggers.once import parse_datetime
+from actwheel.triggers.base import parse_datetime
 
 __all__ = ["PreviewResult", "build_spec", "compute", "register"]
 

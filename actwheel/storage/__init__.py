@@ -15,7 +15,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from actwheel.clock import Clock
-from actwheel.errors import InvalidInput
+from actwheel.errors import InvalidInput, TransientStorageError
 from actwheel.storage.base import (
     ApiKeyRepository,
     AuditRepository,
@@ -31,7 +31,7 @@ from actwheel.storage.base import (
     StoredSecretRepository,
     Transaction,
 )
-from actwheel.storage.retry import TransientStorageError, in_transaction
+from actwheel.storage.retry import in_transaction
 
 __all__ = [
     "DEFAULT_DATABASE_URL",

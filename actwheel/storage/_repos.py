@@ -15,7 +15,7 @@ from typing import Any
 
 from orjson import dumps
 
-from actwheel.errors import Conflict, InvalidInput, NotFound
+from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
 from actwheel.storage import _codec as c
 from actwheel.storage._codec import MAX_JSON_BYTES as MAX_JSON
 from actwheel.storage._codec import MAX_TEXT as _MAX_TEXT
@@ -66,7 +66,7 @@ from actwheel.storage.records import (
     SecretRecord,
 )
 
-__all__ = ["Executor", "IntegrityViolation", "Row", "SqlTransaction"]
+__all__ = ["Executor", "Row", "SqlTransaction"]
 
 Row = Mapping[str, Any]
 
@@ -79,15 +79,6 @@ _RECOVERABLE = frozenset(
 _DONE_ON_INSERT = frozenset({RunStatus.SKIPPED.value, RunStatus.CANCELED.value})
 _CANCEL_REASON_DISABLED = "automation_disabled"
 _CANCEL_REASON_DELETED = "automation_deleted"
-
-
-class IntegrityViolation(Conflict):
-    """A constraint refused a write. ``kind``: ``unique``, ``foreign_key``, ``check`` or ``not_null``."""
-
-    def __init__(self, kind: str, constraint: str, detail: str = "") -> None:
-        self.kind = kind
-        self.constraint = constraint
-        super().__init__("constraint", constraint, f"{kind} violation{': ' + detail if detail else ''}")
 
 
 class Executor(ABC):

@@ -23,12 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import orjson
 
-from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable, TransientStorageError
 from actwheel.storage._codec import JsonText
-from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
+from actwheel.storage._repos import Executor, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
 from actwheel.storage.base import Store, Transaction
-from actwheel.storage.retry import TransientStorageError
 
 __all__ = ["PostgresStore"]
 

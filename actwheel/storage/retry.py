@@ -32,31 +32,14 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import InvalidInput, StorageUnavailable
+from actwheel.errors import InvalidInput, TransientStorageError
 from actwheel.logs import get_logger
 from actwheel.storage.base import Store, Transaction
 
-__all__ = ["TRANSIENT_CAUSES", "TransientStorageError", "backoff_delay", "in_transaction"]
+__all__ = ["backoff_delay", "in_transaction"]
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
-
-#: The causes a :class:`TransientStorageError` names.
-TRANSIENT_CAUSES = frozenset({"deadlock", "serialization", "connection_lost"})
-
-
-class TransientStorageError(StorageUnavailable):
-    """The database rolled the transaction back for a reason that running it again can cure.
-
-    :ivar cause: ``deadlock``, ``serialization`` or ``connection_lost`` (before COMMIT)
-    """
-
-    def __init__(self, cause: str, detail: str) -> None:
-        if cause not in TRANSIENT_CAUSES:
-            raise ValueError(f"unknown transient cause {cause!r}")
-        self.cause = cause
-        super().__init__(f"transient {cause}, retry the transaction: {detail}")
-
 
 def backoff_delay(attempt: int, base_s: float, max_s: float) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1-based): exponential, capped,

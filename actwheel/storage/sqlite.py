@@ -22,10 +22,10 @@ import aiosqlite
 import orjson
 
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import StorageError, StorageUnavailable
+from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.storage import _codec as c
-from actwheel.storage._repos import Executor, IntegrityViolation, Row, SqlTransaction
+from actwheel.storage._repos import Executor, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
 from actwheel.storage.base import Store, Transaction
 

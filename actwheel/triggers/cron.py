@@ -24,9 +24,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from actwheel.errors import InvalidTrigger
-from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
+from actwheel.triggers.base import Fire, Trigger, check_fields, parse_datetime, parse_zone, require_aware
 from actwheel.triggers.dst import DstPolicy, first_fire_after, is_wildcard_job
-from actwheel.triggers.once import check_fields, parse_datetime
 from actwheel.triggers.quartz_describe import describe_quartz, describe_unix
 from actwheel.triggers.quartz_eval import QuartzLoops, next_fire_seconds
 from actwheel.triggers.quartz_parse import HOUR, MINUTE, QuartzExpression, parse_quartz

@@ -9,24 +9,25 @@ The pattern follows AMQP topic-exchange semantics: words separated by ``.``;
 ``*`` matches exactly one word, ``#`` matches zero or more words. A literal
 word is made of ``A-Z a-z 0-9 _ -``; empty words (``a..b``, a leading or
 trailing dot) and mixed words (``order*``) are refused. At most 255 bytes,
-AMQP's limit for a routing key.
+AMQP's limit for a routing key. Patterns in actwheel's own namespaces
+(:data:`actwheel.topics.RESERVED_NAMESPACES`) or starting with a wildcard are refused:
+an automation must not fire on the events actwheel itself publishes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from actwheel.bus.routing import topic_matches  # one matcher for the bus and the triggers
 from actwheel.errors import InvalidTrigger
-from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
-from actwheel.triggers.once import check_fields
+from actwheel.topics import RESERVED_NAMESPACES, is_reserved_pattern, topic_matches
+from actwheel.triggers.base import Fire, Trigger, check_fields, parse_zone, require_aware
 
-__all__ = ["EventTrigger", "topic_matches", "validate_topic_pattern"]
+__all__ = ["EventTrigger", "refuse_reserved_pattern", "topic_matches", "validate_topic_pattern"]
 
 _FIELDS = ("type", "routing_key", "timezone")
 _WORD = re.compile(r"[A-Za-z0-9_-]+|\*|#")
@@ -34,6 +35,8 @@ _MAX_BYTES = 255
 _UTC = ZoneInfo("UTC")
 _EXPECTED = ("an AMQP topic pattern: words of A-Z a-z 0-9 _ - separated by '.', "
              "'*' for exactly one word, '#' for zero or more (e.g. 'orders.*.created'), at most 255 bytes")
+_EXPECTED_OWN = ("a pattern outside actwheel's own namespaces " + ", ".join(RESERVED_NAMESPACES)
+                 + " that does not start with a wildcard")
 
 
 def validate_topic_pattern(pattern: Any, field: str = "routing_key") -> str:
@@ -49,6 +52,16 @@ def validate_topic_pattern(pattern: Any, field: str = "routing_key") -> str:
     return pattern
 
 
+def refuse_reserved_pattern(pattern: str, field: str = "routing_key") -> str:
+    """``pattern`` if it cannot match what actwheel publishes itself (its runs, actions, commands, CDC).
+
+    :raises InvalidTrigger: naming ``field``, for a reserved prefix or a leading wildcard
+    """
+    if is_reserved_pattern(pattern):
+        raise InvalidTrigger(field, pattern, _EXPECTED_OWN)
+    return pattern
+
+
 @dataclass(frozen=True, slots=True)
 class EventTrigger(Trigger):
     """Fires on bus events whose routing key matches ``routing_key``; never on the clock.
@@ -59,6 +72,7 @@ class EventTrigger(Trigger):
 
     routing_key: str
     tz: ZoneInfo = _UTC
+    end: datetime | None = field(default=None, init=False, repr=False, compare=False)  # no end bound
 
     type = "event"
 
@@ -69,7 +83,7 @@ class EventTrigger(Trigger):
         :raises InvalidTrigger: naming the field, the value and what would be valid
         """
         check_fields(spec, _FIELDS, "an 'event' trigger")
-        pattern = validate_topic_pattern(spec.get("routing_key"))
+        pattern = refuse_reserved_pattern(validate_topic_pattern(spec.get("routing_key")))
         zone = parse_zone(spec["timezone"]) if "timezone" in spec else _UTC
         return cls(pattern, zone)
 

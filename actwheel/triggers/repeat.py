@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from actwheel.errors import InvalidTrigger, NotAvailable
-from actwheel.triggers.base import Fire, Trigger, parse_zone, require_aware
+from actwheel.triggers.base import Fire, Trigger, check_fields, parse_datetime, parse_zone, require_aware
 from actwheel.triggers.calendars import (
     AdjustedCalendar,
     Calendar,
@@ -38,7 +38,6 @@ from actwheel.triggers.calendars import (
     parse_date_list,
 )
 from actwheel.triggers.dst import DstPolicy, first_fire_after
-from actwheel.triggers.once import check_fields, parse_datetime
 
 __all__ = ["HolidayRule", "RepeatKind", "RepeatTrigger", "TimeUnit"]
 

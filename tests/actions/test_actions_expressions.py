@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from actwheel.actions.expressions import ExpressionError, compile_expression, evaluate
+from actwheel.actions.expressions import compile_expression, evaluate
 from actwheel.actions.interpolation import interpolate, referenced_steps
+from actwheel.errors import ExpressionError
 
 NAMES: dict[str, Any] = {
     "amount": 150,

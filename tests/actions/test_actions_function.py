@@ -14,7 +14,7 @@ from actions_support import make_ctx
 from actwheel.actions.base import Idempotency
 from actwheel.actions.executors.function import FUNCTIONS_ENV, FunctionRegistry, InvokeFunction
 from actwheel.actions.secrets import StaticSecrets
-from actwheel.errors import InvalidAction, InvalidInput, NotAvailable
+from actwheel.errors import InvalidAction, InvalidInput, Unsupported
 
 
 def _invoke() -> InvokeFunction:
@@ -131,7 +131,7 @@ async def test_compensation_function_gets_args_and_value() -> None:
     assert sample.CALLS[-2:] == [("reserve", "seat-7"), ("release", ("seat-7", "reservation-seat-7"))]
     assert invoke.idempotency_for(config) is Idempotency.STRONG
     assert invoke.idempotency_for({"function": "add"}) is Idempotency.NONE
-    with pytest.raises(NotAvailable):
+    with pytest.raises(Unsupported):
         await invoke.compensate({"function": "add", "args": {"a": 1, "b": 1}}, result, ctx)
 
 

@@ -16,12 +16,11 @@ from actwheel.actions.secrets import (
     SecretCipher,
 )
 from actwheel.actions.storage_secrets import (
-    SecretKeyMissing,
     SecretStore,
     StorageSecretRepository,
     secret_resolver_from_env,
 )
-from actwheel.errors import Conflict, InvalidInput, NotFound
+from actwheel.errors import Conflict, InvalidInput, NotFound, SecretKeyMissing
 from actwheel.storage import Store
 
 VALUE = "s3cr3t-Value-that-must-never-leak"

@@ -26,9 +26,9 @@ from actwheel.bus import (
     open_bus,
 )
 from actwheel.bus.envelope import new_id
-from actwheel.bus.routing import topic_matches
 from actwheel.clock import VirtualClock
 from actwheel.errors import BusUnavailable, InvalidInput
+from actwheel.topics import topic_matches
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 

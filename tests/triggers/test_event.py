@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from actwheel.errors import InvalidTrigger
 from actwheel.triggers import EventTrigger, parse
-from actwheel.triggers.event import topic_matches
+from actwheel.triggers.event import topic_matches, validate_topic_pattern
 
 
 def _event(pattern: str) -> EventTrigger:
@@ -69,7 +69,8 @@ def test_round_trip_with_timezone() -> None:
     ],
 )
 def test_topic_semantics(pattern: str, key: str, expected: bool) -> None:
-    assert _event(pattern).matches(key) is expected
+    # built directly: parse() refuses patterns that start with a wildcard (reserved), the matcher does not
+    assert EventTrigger(pattern).matches(key) is expected
 
 
 def _reference(pattern: list[str], key: list[str]) -> bool:
@@ -112,7 +113,24 @@ def test_invalid_patterns_are_refused(pattern: Any) -> None:
 
 @pytest.mark.parametrize("pattern", ["a", "a.b", "*", "#", "a-b_c.D9", "*.*.#", "#.x.#"])
 def test_valid_patterns(pattern: str) -> None:
+    assert validate_topic_pattern(pattern) == pattern
+
+
+@pytest.mark.parametrize("pattern", ["a", "a.b", "a-b_c.D9", "orders.*.#", "runs.x", "cdcx.y"])
+def test_patterns_outside_actwheel_namespaces_parse(pattern: str) -> None:
     assert _event(pattern).routing_key == pattern
+
+
+@pytest.mark.parametrize("pattern", ["run.#", "automation.created", "action.request", "command.create",
+                                     "cdc.ontology.order.created", "#", "*", "*.created", "#.orders", "*.*.#"])
+def test_patterns_in_actwheel_namespaces_or_leading_wildcards_are_refused(pattern: str) -> None:
+    with pytest.raises(InvalidTrigger) as caught:
+        parse({"type": "event", "routing_key": pattern})
+
+    assert caught.value.field == "routing_key"
+    assert caught.value.value == pattern
+    assert caught.value.expected == ("a pattern outside actwheel's own namespaces automation., run., action., "
+                                     "command., cdc. that does not start with a wildcard")
 
 
 def test_unknown_field_is_refused() -> None:

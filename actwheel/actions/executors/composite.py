@@ -29,10 +29,10 @@ from actwheel.actions.base import (
     StepEvent,
     execute_with_deadline,
 )
-from actwheel.actions.expressions import ExpressionError, compile_expression
+from actwheel.actions.expressions import compile_expression
 from actwheel.actions.interpolation import has_placeholder, interpolate, placeholder_errors, referenced_steps
 from actwheel.actions.schema import schema_errors
-from actwheel.errors import FieldError, InvalidAction
+from actwheel.errors import ExpressionError, FieldError, InvalidAction
 
 if TYPE_CHECKING:
     from actwheel.actions.registry import ActionRegistry
@@ -327,7 +327,7 @@ class _CompositeRun:
                 undone = await definition.compensate(outcome.config, result, ctx)
         except TimeoutError:
             return f"compensation timed out after {self.compensation_timeout}s"
-        except Exception as exc:  # NotAvailable included: a raising compensation is a failed compensation
+        except Exception as exc:  # Unsupported included: a raising compensation is a failed compensation
             return f"{type(exc).__name__}: {exc}"
         return None if undone.succeeded else (undone.error or undone.summary)
 

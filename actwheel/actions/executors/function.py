@@ -29,7 +29,7 @@ import orjson
 from actwheel.actions.base import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
 from actwheel.actions.schema import schema_errors
 from actwheel.actions.secrets import resolve_config
-from actwheel.errors import FieldError, InvalidAction, InvalidInput, NotAvailable
+from actwheel.errors import FieldError, InvalidAction, InvalidInput, Unsupported
 
 __all__ = ["FUNCTIONS_ENV", "FunctionRegistry", "InvokeFunction", "RegisteredFunction"]
 
@@ -343,7 +343,7 @@ class InvokeFunction(ActionDefinition):
     async def compensate(self, config: Mapping[str, Any], result: ActionResult, ctx: ActionContext) -> ActionResult:
         entry = self.functions.get(config["function"])
         if entry.compensate is None:
-            raise NotAvailable(f"compensation of function {entry.name}", "register it with compensate=...")
+            raise Unsupported("function", entry.name, "a function registered with compensate=...")
         resolved = await resolve_config(config.get("args", {}), ctx.secrets, ctx.owner_id)
         try:
             async with asyncio.timeout(self._limit(config, ctx)):

@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from actwheel.actions.base import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
-from actwheel.actions.expressions import ExpressionError, compile_expression
+from actwheel.actions.expressions import compile_expression
 from actwheel.actions.interpolation import interpolate
-from actwheel.errors import FieldError
+from actwheel.errors import ExpressionError, FieldError
 
 __all__ = ["MAX_DELAY_S", "SimpleOp"]
 

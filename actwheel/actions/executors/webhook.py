@@ -32,12 +32,11 @@ import orjson
 from actwheel.actions.base import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
 from actwheel.actions.secrets import ResolvedConfig, resolve_config
 from actwheel.clock import Clock
-from actwheel.errors import FieldError, InvalidAction, NotFound
+from actwheel.errors import DestinationRefused, FieldError, NotFound
 
 __all__ = [
     "SIGNATURE_HEADER",
     "Delivery",
-    "DestinationRefused",
     "OutgoingRequest",
     "RetryPolicy",
     "WebhookCall",
@@ -58,10 +57,6 @@ _DROP_ON_CROSS_ORIGIN = {"authorization", SIGNATURE_HEADER.lower(), "cookie"}
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]
-
-
-class DestinationRefused(InvalidAction):
-    """The SSRF guard refused a URL (field ``url``), naming the address and why."""
 
 
 @dataclass(frozen=True, kw_only=True)
