@@ -507,19 +507,13 @@ class SqlAutomations(AutomationRepository):
             raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
         row = await self._x.fetchrow("touch_automation", {"id": automation_id})
         assert row is not None
-        canceled = [] if enabled else await self._cancel_waiting([automation_id], _CANCEL_REASON_DISABLED)
+        canceled = [] if enabled else await cancel_waiting_runs(self._x, [automation_id], _CANCEL_REASON_DISABLED)
         return _automation_of(row, state), canceled
 
     async def _lock(self, automation_id: str) -> None:
         """Lock the specification row before the state row, the order a delete takes them in."""
         if await self._x.fetchrow("lock_automation", {"id": automation_id}) is None:
             raise NotFound("automation", automation_id)
-
-    async def _cancel_waiting(self, automation_ids: list[str], reason: str) -> list[str]:
-        if not automation_ids:
-            return []
-        params = {"automation_ids": automation_ids, "reason": reason}
-        return [r["id"] for r in await self._x.fetch("cancel_waiting_runs_of", params)]
 
     async def delete(self, automation_id: str) -> Deleted:
         deleted = await self._delete("delete_automation", {"id": automation_id})
@@ -538,7 +532,7 @@ class SqlAutomations(AutomationRepository):
 
     async def _delete(self, query: str, params: Mapping[str, Any]) -> Deleted:
         ids = [r["id"] for r in await self._x.fetch(query, params)]
-        canceled = await self._cancel_waiting(ids, _CANCEL_REASON_DELETED)
+        canceled = await cancel_waiting_runs(self._x, ids, _CANCEL_REASON_DELETED)
         return Deleted(automation_ids=tuple(ids), canceled_run_ids=tuple(canceled))
 
     async def advance_cursor(
@@ -759,6 +753,16 @@ def _outcome_row(i: int, o: RunOutcome) -> dict[str, Any]:
     }
 
 
+async def cancel_waiting_runs(x: Executor, automation_ids: list[str], reason: str) -> list[str]:
+    """PENDING / RETRY_WAIT runs of ``automation_ids`` → CANCELED(reason), ids sorted: the one
+    statement behind :meth:`SqlRuns.cancel_waiting` and the disable / delete cascades of
+    :class:`SqlAutomations`, so the rule of what a cancel touches lives once."""
+    if not automation_ids:
+        return []
+    params = {"automation_ids": automation_ids, "reason": reason}
+    return sorted(r["id"] for r in await x.fetch("cancel_waiting_runs_of", params))
+
+
 class SqlRuns(RunRepository):
     def __init__(self, x: Executor) -> None:
         self._x = x
@@ -929,6 +933,10 @@ class SqlRuns(RunRepository):
     async def cancel(self, run_id: str, reason: str) -> bool:
         params = {"id": run_id, "reason": c.text_field("reason", reason)}
         return await self._x.fetchrow("cancel_run", params) is not None
+
+    async def cancel_waiting(self, automation_id: str, reason: str) -> list[str]:
+        automation_id = c.text_field("automation_id", automation_id)
+        return await cancel_waiting_runs(self._x, [automation_id], c.text_field("reason", reason))
 
     async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
         ids = _ids("automation_ids", automation_ids)

@@ -283,6 +283,16 @@ class RunRepository(ABC):
         """PENDING/RETRY_WAIT → CANCELED(reason); False when the run is in any other status."""
 
     @abstractmethod
+    async def cancel_waiting(self, automation_id: str, reason: str) -> list[str]:
+        """Every PENDING and RETRY_WAIT run of ``automation_id`` → CANCELED(``reason``), in one
+        statement: the cascade :meth:`AutomationRepository.set_enabled` and ``delete`` run for a
+        stored automation, offered here for automations the store does not hold (non-durable).
+
+        :returns: the ids of the runs canceled, sorted (none: an empty list, also for an unknown id)
+        :raises InvalidInput: ``automation_id`` or ``reason`` is not a non-empty string
+        """
+
+    @abstractmethod
     async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
         """Those of ``automation_ids`` that have a run still going (PENDING, RUNNING, RETRY_WAIT,
         COMPENSATING): the overlap check, batched."""

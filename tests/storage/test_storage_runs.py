@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 from storage_harness import T0, Backend, aborted, db_now, make_automation, make_run, new_run
 
-from actwheel.errors import NotFound
+from actwheel.errors import InvalidInput, NotFound
 from actwheel.storage import Store, Transaction
 from actwheel.storage.records import Origin, RunOutcome, RunStatus
 
@@ -302,6 +302,48 @@ async def test_cancel_only_waiting_runs(store: Store) -> None:
         assert await tx.runs.cancel(pending.id, "user_request")
         assert not await tx.runs.cancel(running.id, "user_request")
         assert (await tx.runs.get(pending.id)).reason == "user_request"
+
+
+async def test_cancel_waiting_cancels_only_the_waiting_runs_of_that_automation(store: Store) -> None:
+    a = await make_automation(store)
+    other = await make_automation(store)
+    pending = await make_run(store, a, "p")
+    retrying = await make_run(store, a, "w", status=RunStatus.RETRY_WAIT, not_before=T0 + timedelta(hours=1))
+    running = await make_run(store, a, "r")
+    skipped = await make_run(store, a, "s", status=RunStatus.SKIPPED, reason="overlap")
+    elsewhere = await make_run(store, other, "p")
+    async with store.transaction() as tx:
+        await tx.runs.claim(running.id, "w", 30)
+        canceled = await tx.runs.cancel_waiting(a.id, "automation_disabled")
+        runs = {r.id: r for r in await tx.runs.query(limit=10)}
+    assert canceled == sorted([pending.id, retrying.id])
+    for run_id in canceled:
+        assert runs[run_id].status is RunStatus.CANCELED
+        assert runs[run_id].reason == "automation_disabled"
+        assert runs[run_id].not_before is None
+        assert runs[run_id].finished_at is not None
+    assert runs[running.id].status is RunStatus.RUNNING
+    assert runs[skipped.id].status is RunStatus.SKIPPED
+    assert runs[elsewhere.id].status is RunStatus.PENDING
+
+
+async def test_cancel_waiting_twice_or_for_an_unknown_automation_cancels_nothing(store: Store) -> None:
+    a = await make_automation(store)
+    await make_run(store, a, "p")
+    async with store.transaction() as tx:
+        assert len(await tx.runs.cancel_waiting(a.id, "automation_deleted")) == 1
+        assert await tx.runs.cancel_waiting(a.id, "automation_deleted") == []
+        assert await tx.runs.cancel_waiting("no-such-automation", "automation_deleted") == []
+
+
+@pytest.mark.parametrize(("automation_id", "reason", "field"), [
+    ("", "why", "automation_id"), (None, "why", "automation_id"), ("a", "", "reason"), ("a", 3, "reason")])
+async def test_cancel_waiting_refuses_bad_input_naming_the_field(
+        store: Store, automation_id: object, reason: object, field: str) -> None:
+    async with store.transaction() as tx:
+        with pytest.raises(InvalidInput) as caught:
+            await tx.runs.cancel_waiting(automation_id, reason)  # type: ignore[arg-type]
+    assert caught.value.field == field
 
 
 async def test_active_automation_ids_is_the_overlap_check(store: Store) -> None:
