@@ -42,7 +42,15 @@ from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, StepProgressed, message_from_data
 from actwheel.metrics import Metrics
-from actwheel.service import AutomationService
+from actwheel.service import (
+    ActionService,
+    AutomationService,
+    ControlPlane,
+    OntologyService,
+    RunService,
+    SecretService,
+    TriggerService,
+)
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
@@ -69,12 +77,13 @@ class Engine:
         self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")
         # durable: false automations live in this process, fired by its ticker: none without one
         self.transients = TransientRegistry(clock=self.clock) if "ticker" in settings.roles else None
-        self.service = AutomationService(store=self.store, registry=self.registry, events=self.events,
-                                         clock=self.clock, transients=self.transients)
         self._secrets: SecretResolver = secrets or NoSecrets()
         self._secrets_injected = secrets is not None
         self.ontology = StorageOntology(self.store, self.events)
         self.secret_store: SecretStore | None = None
+        #: The one seam every face calls (HTTP, bus commands, MCP, dashboard).
+        self.control = self._control_plane()
+        self.service = self.control.automations
         self._prefix = queue_prefix
         self.pipeline = DispatchPipeline(self.registry, make_context=self._make_context, clock=self.clock,
                                          metrics=self.metrics, rules=policy_rules_from_env())
@@ -139,7 +148,25 @@ class Engine:
     def ready(self) -> bool:
         return self.started and self.supervisor.is_ready
 
+    def actor_states(self) -> dict[str, str]:
+        return {name: actor.state.value for name, actor in self.actors.items()}
+
+    def metrics_text(self) -> bytes:
+        return self.metrics.render()
+
     # --- construction ------------------------------------------------------------------
+
+    def _control_plane(self) -> ControlPlane:
+        return ControlPlane(
+            settings=self.settings, clock=self.clock,
+            automations=AutomationService.build(store=self.store, registry=self.registry, events=self.events,
+                                                clock=self.clock, transients=self.transients),
+            runs=RunService(store=self.store),
+            actions=ActionService(store=self.store, registry=self.registry, events=self.events),
+            triggers=TriggerService(clock=self.clock),
+            ontology=OntologyService(ontology=self.ontology),
+            secrets=SecretService(store=self.store, writer=lambda: self.secret_store),
+            status=self)
 
     def _build_actors(self) -> dict[str, Actor]:
         s = self.settings
@@ -168,7 +195,7 @@ class Engine:
 
     def _router(self) -> Actor:
         s = self.settings
-        return ExecutorRouter(bus=self.bus, store=self.store, pipeline=self.pipeline, service=self.service,
+        return ExecutorRouter(bus=self.bus, store=self.store, pipeline=self.pipeline, actions=self.control.actions,
                               events=self.events, clock=self.clock, metrics=self.metrics, instance=s.instance,
                               lease_s=s.lease_s, concurrency=s.router_concurrency, queue_prefix=self._prefix)
 
