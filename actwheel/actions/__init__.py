@@ -16,7 +16,9 @@ from actwheel.actions.base import (
     StepEvent,
     execute_with_deadline,
 )
-from actwheel.actions.registry import ActionRegistry, DuplicateActionType, default_registry
+from actwheel.actions.defaults import default_registry
+from actwheel.actions.registry import ActionRegistry
+from actwheel.errors import DuplicateActionType
 
 __all__ = [
     "ActionContext",

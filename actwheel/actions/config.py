@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from actwheel.actions.abac import PolicyRules
+from actwheel.actions.defaults import default_registry
 from actwheel.actions.executors.function import FunctionRegistry
 from actwheel.actions.executors.notification import SmtpSettings, default_channels
 from actwheel.actions.executors.webhook import WebhookSettings
-from actwheel.actions.registry import ActionRegistry, default_registry
+from actwheel.actions.registry import ActionRegistry
 from actwheel.errors import InvalidInput
 
 __all__ = ["policy_rules_from_env", "registry_from_env", "smtp_from_env", "webhook_settings_from_env"]

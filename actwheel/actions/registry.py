@@ -1,7 +1,8 @@
 """The action registry: one definition per type, reachable by its dotted type or an alias.
 
-Registration is explicit (:meth:`ActionRegistry.register`); :func:`default_registry`
-builds the built-ins by name. Adding an action type is one new definition and one
+Registration is explicit (:meth:`ActionRegistry.register`); :func:`actwheel.actions.defaults.default_registry`
+builds the built-ins by name. This module depends on the action port alone, so an executor
+(the composite) can take a registry without an import cycle. Adding an action type is one new definition and one
 ``register`` call: no scheduler, worker or pipeline code changes.
 """
 
@@ -11,13 +12,9 @@ import re
 from collections.abc import Iterator
 
 from actwheel.actions.base import ActionDefinition
-from actwheel.actions.executors import composite, function, notification, ontology, simple, webhook
-from actwheel.actions.executors.function import FunctionRegistry
-from actwheel.actions.executors.notification import ChannelRegistry
-from actwheel.actions.executors.webhook import WebhookSettings
 from actwheel.errors import DuplicateActionType, InvalidAction
 
-__all__ = ["ActionRegistry", "DuplicateActionType", "default_registry"]
+__all__ = ["ActionRegistry"]
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 
@@ -81,27 +78,3 @@ class ActionRegistry:
     def aliases(self) -> dict[str, str]:
         """Alias → dotted type."""
         return dict(self._aliases)
-
-
-def default_registry(
-    *,
-    functions: FunctionRegistry | None = None,
-    webhook_settings: WebhookSettings | None = None,
-    channels: ChannelRegistry | None = None,
-) -> ActionRegistry:
-    """A registry with the ten built-in types.
-
-    ``functions``: the functions ``function.invoke`` may call (default: none);
-    ``webhook_settings``: the SSRF allow-list and limits; ``channels``: notification
-    channels (default: log, amqp, webhook, email).
-    """
-    settings = webhook_settings or webhook.WebhookSettings()
-    registry = ActionRegistry()
-    for definition in ontology.definitions():
-        registry.register(definition)
-    registry.register(function.InvokeFunction(functions or function.FunctionRegistry()))
-    registry.register(webhook.WebhookCall(settings))
-    registry.register(notification.SendNotification(channels or notification.default_channels(settings)))
-    registry.register(simple.SimpleOp())
-    registry.register(composite.CompositeAction(registry))
-    return registry

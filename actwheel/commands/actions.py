@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
+from actwheel.actions.defaults import default_registry
 from actwheel.actions.executors.function import FunctionRegistry
-from actwheel.actions.registry import ActionRegistry, default_registry
+from actwheel.actions.registry import ActionRegistry
 
 __all__ = ["capability_rows", "register"]
 

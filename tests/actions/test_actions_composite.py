@@ -10,9 +10,10 @@ import pytest
 from actions_support import Recorder, make_ctx
 
 from actwheel.actions import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
+from actwheel.actions.defaults import default_registry
 from actwheel.actions.executors.function import FunctionRegistry
 from actwheel.actions.ontology_port import InMemoryOntology
-from actwheel.actions.registry import ActionRegistry, default_registry
+from actwheel.actions.registry import ActionRegistry
 
 
 def _order(name: str, sku: str) -> dict[str, Any]:

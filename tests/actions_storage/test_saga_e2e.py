@@ -9,8 +9,8 @@ import pytest
 from actions_storage_support import cdc_rows
 
 from actwheel.actions.base import ActionContext, AuditSink
+from actwheel.actions.defaults import default_registry
 from actwheel.actions.pipeline import DispatchPipeline, DispatchRequest
-from actwheel.actions.registry import default_registry
 from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.clock import VirtualClock
 from actwheel.errors import NotFound

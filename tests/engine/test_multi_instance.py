@@ -23,7 +23,7 @@ import pytest
 from procs import EngineProcess, engine_processes, eventually, fresh_vhost
 from services import isolated_postgres_url, rabbitmq_url
 
-from actwheel.actions.registry import default_registry
+from actwheel.actions.defaults import default_registry
 from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import SystemClock
 from actwheel.events import EventFactory

@@ -294,7 +294,7 @@ async def test_killed_worker_process_strong_is_retried_none_becomes_unknown(tmp_
 
 
 def _registry() -> Any:
-    from actwheel.actions.registry import default_registry
+    from actwheel.actions.defaults import default_registry
 
     return default_registry()
 

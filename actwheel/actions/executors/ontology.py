@@ -484,5 +484,5 @@ class DeleteRelation(_OntologyAction):
 
 
 def definitions() -> list[ActionDefinition]:
-    """The five ontology definitions, for :func:`~actwheel.actions.registry.default_registry`."""
+    """The five ontology definitions, for :func:`~actwheel.actions.defaults.default_registry`."""
     return [CreateObject(), UpdateObject(), DeleteObject(), CreateRelation(), DeleteRelation()]
