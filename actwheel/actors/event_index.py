@@ -4,9 +4,20 @@ Business events are published by other services to the events exchange under
 their own routing keys (anything outside actwheel's namespaces). The planner's
 event queue is bound to the pattern of every enabled event automation;
 bindings only ever grow (a stale binding brings events nobody matches, which
-are acked and dropped). The index is read from storage at start, refreshed
-when an automation changes on this instance, and at least every
-``max_age_s`` (another instance's change is seen within that window).
+are acked and dropped).
+
+The index is read in full at start, then kept by applying each change from
+the changed automation alone (:meth:`EventIndex.apply`): a change costs one
+row, not a read of every automation (creating N automations used to cost
+O(N²) reads, on the loop that also executes runs). The change queue is shared
+by the planners of every instance, so each change reaches one of them: the
+full read is repeated at least every ``max_age_s`` (another instance's change
+is seen within that window), and it reads only the enabled event automations,
+through their own index (``event_automations``), not the whole table.
+
+Speed and routing only: the planner re-reads the matched rows before it
+creates a run, so a stale entry (disabled, edited, deleted meanwhile) fires
+nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.topics import topic_matches
 
-__all__ = ["EventIndex"]
+__all__ = ["EventIndex", "event_pattern"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,18 +39,29 @@ class _Entry:
     automation: Automation
 
 
+def event_pattern(automation: Automation) -> str | None:
+    """The routing-key pattern ``automation`` listens to, or ``None`` when it fires on no event now
+    (another trigger type, disabled, paused or completed)."""
+    if not automation.enabled or automation.status is not AutomationStatus.ACTIVE:
+        return None
+    if automation.trigger.get("type") != "event":
+        return None
+    pattern = automation.trigger.get("routing_key")
+    return pattern if isinstance(pattern, str) else None
+
+
 class EventIndex:
     def __init__(self, *, store: Store, clock: Clock, max_age_s: float = 30.0, page: int = 5_000) -> None:
         self._store = store
         self._clock = clock
         self._max_age = timedelta(seconds=max_age_s)
         self._page = page
-        self._entries: tuple[_Entry, ...] = ()
+        self._entries: dict[str, _Entry] = {}
         self._loaded_at: datetime | None = None
 
     @property
     def patterns(self) -> frozenset[str]:
-        return frozenset(e.pattern for e in self._entries)
+        return frozenset(e.pattern for e in self._entries.values())
 
     def stale(self) -> bool:
         return self._loaded_at is None or self._clock.now() - self._loaded_at > self._max_age
@@ -48,20 +70,43 @@ class EventIndex:
         self._loaded_at = None
 
     async def refresh(self) -> frozenset[str]:
-        """Reload from storage; returns the patterns now indexed."""
-        entries: list[_Entry] = []
-        after_id: str | None = None
+        """Reload every enabled event automation (paged, through the store's event index); returns the
+        patterns now indexed."""
+        entries: dict[str, _Entry] = {}
+        after_id = ""
         while True:
             async with self._store.transaction() as tx:
-                page = await tx.automations.query(enabled=True, status=AutomationStatus.ACTIVE,
-                                                  after_id=after_id, limit=self._page)
-            entries.extend(_Entry(a.trigger["routing_key"], a) for a in page if a.trigger.get("type") == "event")
+                page = await tx.automations.event_automations(after_id=after_id, limit=self._page)
+            entries.update(_entries_of(page))
             if len(page) < self._page:
                 break
             after_id = page[-1].id
-        self._entries = tuple(entries)
+        self._entries = entries
         self._loaded_at = self._clock.now()
         return self.patterns
 
+    def apply(self, automation_id: str, current: Automation | None) -> str | None:
+        """Apply one change: ``current`` is the automation as stored now (``None``: deleted).
+
+        Indexed while it is an enabled event automation, dropped otherwise (a disable, a delete, an
+        edit to another trigger). A read older than the entry (a slower handler of an earlier change)
+        changes nothing. Returns the pattern it is indexed under now, if any.
+        """
+        seen = self._entries.get(automation_id)
+        if current is not None and seen is not None and current.version < seen.automation.version:
+            return seen.pattern
+        pattern = None if current is None else event_pattern(current)
+        if pattern is None or current is None:
+            self._entries.pop(automation_id, None)
+            return None
+        self._entries[automation_id] = _Entry(pattern, current)
+        return pattern
+
     def matching(self, routing_key: str) -> list[Automation]:
-        return [e.automation for e in self._entries if topic_matches(e.pattern, routing_key)]
+        return [e.automation for e in self._entries.values() if topic_matches(e.pattern, routing_key)]
+
+
+def _entries_of(page: list[Automation]) -> dict[str, _Entry]:
+    """The page's event automations by id (the query filters already; this keeps the rule in one place)."""
+    patterns = {a.id: (event_pattern(a), a) for a in page}
+    return {i: _Entry(p, a) for i, (p, a) in patterns.items() if p is not None}

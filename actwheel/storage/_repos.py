@@ -467,6 +467,12 @@ class SqlAutomations(AutomationRepository):
             rows = await self._x.fetch("due_automations_in_partitions", params)
         return [_automation(r) for r in rows]
 
+    async def event_automations(self, *, after_id: str = "", limit: int = 5000) -> list[Automation]:
+        if not isinstance(after_id, str):
+            raise InvalidInput("after_id", after_id, "a string ('' for the first page)")
+        params = {"after_id": after_id, "limit": _limit(limit)}
+        return [_automation(r) for r in await self._x.fetch("event_automations", params)]
+
     async def due_schedule(
         self, before: datetime, *, partitions: Sequence[int] | None = None, after_id: str = "", limit: int = 5000
     ) -> list[DueSchedule]:

@@ -118,6 +118,16 @@ class AutomationRepository(ABC):
         """Enabled ACTIVE automations with ``next_run_at <= before``, earliest first."""
 
     @abstractmethod
+    async def event_automations(self, *, after_id: str = "", limit: int = 5000) -> list[Automation]:
+        """Enabled ACTIVE automations with an ``event`` trigger, ordered by id (page with ``after_id``).
+
+        Through a partial index of the event automations (migration 0006): the planner reloads them
+        every half minute, and that must not read every automation.
+
+        :raises InvalidInput: ``after_id`` is not a string or ``limit`` is not positive
+        """
+
+    @abstractmethod
     async def due_schedule(
         self, before: datetime, *, partitions: Sequence[int] | None = None, after_id: str = "", limit: int = 5000
     ) -> list[DueSchedule]:

@@ -97,6 +97,14 @@ WHERE st.enabled AND st.status = 'ACTIVE'
 ORDER BY st.automation_id
 LIMIT :limit;
 
+-- name: event_automations
+-- The planner's event index: the enabled ACTIVE event automations, through the partial index
+-- automation_specs_event (migration 0006), paged by id.
+SELECT a.* FROM automation_specs s JOIN automations a ON a.id = s.id
+WHERE (s."trigger"->>'type') = 'event' AND s.id > :after_id AND a.enabled AND a.status = 'ACTIVE'
+ORDER BY s.id
+LIMIT :limit;
+
 -- name: lock_automation
 -- Before the state row: every writer takes an automation's rows in the order specs → state
 -- (a delete does, through the cascade), so an update racing a delete waits, never deadlocks.

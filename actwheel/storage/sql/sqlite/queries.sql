@@ -76,6 +76,14 @@ WHERE st.enabled = 1 AND st.status = 'ACTIVE' AND st.next_run_at IS NOT NULL AND
 ORDER BY st.automation_id
 LIMIT :limit;
 
+-- name: event_automations
+-- The planner's event index: the enabled ACTIVE event automations, through the partial index
+-- automation_specs_event (migration 0006), paged by id.
+SELECT a.* FROM automation_specs s JOIN automations a ON a.id = s.id
+WHERE json_extract(s."trigger", '$.type') = 'event' AND s.id > :after_id AND a.enabled = 1 AND a.status = 'ACTIVE'
+ORDER BY s.id
+LIMIT :limit;
+
 -- name: lock_automation
 -- (PostgreSQL locks the specification row here; SQLite's single writer already serialises.)
 SELECT id FROM automation_specs WHERE id = :id;

@@ -1,0 +1,156 @@
+"""The planner's event index follows each automation change from that automation alone, and its periodic
+full reload reads only the event automations: creating N automations no longer reads N² rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actwheel.actors.planner import Planner
+from actwheel.bus.base import Delivery
+from actwheel.bus.envelope import Envelope
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.messages import AutomationChanged
+from actwheel.settings import Settings
+from actwheel.storage._repos import SqlAutomations
+from actwheel.storage.records import AutomationChanges, NewAutomation
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+ORDERS = {"type": "event", "routing_key": "orders.*.created"}
+CRON = {"type": "cron", "expression": "0 9 * * *"}
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1"),
+                    clock=VirtualClock(T0))
+    await engine.store.start()
+    await engine.bus.start()
+    try:
+        yield engine
+    finally:
+        await engine.bus.stop()
+        await engine.store.stop()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often the automation reads the index may use were called (a spy on the SQL repository)."""
+    counts: Counter[str] = Counter()
+    for name in ("query", "event_automations", "get_many"):
+        original = getattr(SqlAutomations, name)
+
+        async def spy(self: SqlAutomations, *args: Any, _name: str = name, _original: Any = original,
+                      **kwargs: Any) -> Any:
+            counts[_name] += 1
+            return await _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(SqlAutomations, name, spy)
+    return counts
+
+
+def _planner(engine: Engine) -> Planner:
+    planner = engine.actors["planner"]
+    assert isinstance(planner, Planner)
+    return planner
+
+
+def _change(engine: Engine, automation_id: str, change: str) -> Delivery:
+    message = AutomationChanged(automation_id=automation_id, change=change)
+    envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source="test", clock=engine.clock)
+    return Delivery(envelope=envelope, queue="actwheel.planner.changes", exchange=engine.bus.topology.events,
+                    routing_key=message.routing_key, redelivered=False, delivery_count=1, headers={})
+
+
+async def _create(engine: Engine, trigger: dict[str, Any]) -> str:
+    async with engine.store.transaction() as tx:
+        created = await tx.automations.create(NewAutomation(owner_id="alice", name="n", trigger=trigger,
+                                                            action_type="simple.op"))
+    return created.id
+
+
+def _matching(planner: Planner, routing_key: str = "orders.eu.created") -> list[str]:
+    return [a.id for a in planner._event_index.matching(routing_key)]
+
+
+async def test_a_created_event_automation_is_indexed_and_bound_from_its_own_row(
+        engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    automation_id = await _create(engine, ORDERS)
+    await planner.on_change(_change(engine, automation_id, "created"))
+    assert _matching(planner) == [automation_id]
+    assert "orders.*.created" in planner._bound
+    assert reads == {"get_many": 1}  # one row read; no listing of the automations
+
+
+async def test_an_edit_to_another_trigger_removes_its_pattern(engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    automation_id = await _create(engine, ORDERS)
+    await planner.on_change(_change(engine, automation_id, "created"))
+    async with engine.store.transaction() as tx:
+        await tx.automations.update(automation_id, 1, AutomationChanges(trigger=CRON))
+    await planner.on_change(_change(engine, automation_id, "updated"))
+    assert _matching(planner) == []
+    assert reads["query"] == reads["event_automations"] == 0
+
+
+async def test_a_disable_removes_it_and_an_enable_brings_it_back(engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    automation_id = await _create(engine, ORDERS)
+    await planner.on_change(_change(engine, automation_id, "created"))
+    async with engine.store.transaction() as tx:
+        await tx.automations.set_enabled(automation_id, False)
+    await planner.on_change(_change(engine, automation_id, "disabled"))
+    assert _matching(planner) == []
+    async with engine.store.transaction() as tx:
+        await tx.automations.set_enabled(automation_id, True)
+    await planner.on_change(_change(engine, automation_id, "enabled"))
+    assert _matching(planner) == [automation_id]
+    assert reads["query"] == reads["event_automations"] == 0
+
+
+async def test_a_delete_removes_it(engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    kept, deleted = await _create(engine, ORDERS), await _create(engine, ORDERS)
+    for automation_id in (kept, deleted):
+        await planner.on_change(_change(engine, automation_id, "created"))
+    async with engine.store.transaction() as tx:
+        await tx.automations.delete(deleted)
+    await planner.on_change(_change(engine, deleted, "deleted"))
+    assert _matching(planner) == [kept]
+    assert reads["query"] == reads["event_automations"] == 0
+
+
+async def test_a_stale_read_does_not_undo_a_newer_one(engine: Engine) -> None:
+    planner = _planner(engine)
+    automation_id = await _create(engine, ORDERS)
+    async with engine.store.transaction() as tx:
+        old = (await tx.automations.get_many([automation_id]))[automation_id]
+        newer = await tx.automations.update(automation_id, 1, AutomationChanges(
+            trigger={"type": "event", "routing_key": "orders.*.paid"}))
+    planner._event_index.apply(automation_id, newer)
+    planner._event_index.apply(automation_id, old)  # a slower handler of the earlier change
+    assert _matching(planner, "orders.eu.paid") == [automation_id]
+    assert _matching(planner) == []
+
+
+async def test_the_full_reload_reads_only_the_enabled_event_automations(engine: Engine,
+                                                                       reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    events = [await _create(engine, ORDERS) for _ in range(2)]
+    for _ in range(3):
+        await _create(engine, CRON)
+    disabled = await _create(engine, ORDERS)
+    async with engine.store.transaction() as tx:
+        await tx.automations.set_enabled(disabled, False)
+        paged = await tx.automations.event_automations(after_id=min(events), limit=10)
+    await planner._bind_event_patterns()
+    assert sorted(_matching(planner)) == sorted(events)
+    assert [a.id for a in paged] == [max(events)]
+    assert reads["query"] == 0
