@@ -18,7 +18,6 @@ from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.messages import AutomationChanged
 from actwheel.settings import Settings
-from actwheel.storage._repos import SqlAutomations
 from actwheel.storage.records import AutomationChanges, NewAutomation
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -40,18 +39,19 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How often the automation reads the index may use were called (a spy on the SQL repository)."""
+async def reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often the automation reads the index may use were called (a spy on the store's repository class)."""
+    async with engine.store.transaction() as tx:
+        repository = type(tx.automations)
     counts: Counter[str] = Counter()
     for name in ("query", "event_automations", "get_many"):
-        original = getattr(SqlAutomations, name)
+        original = getattr(repository, name)
 
-        async def spy(self: SqlAutomations, *args: Any, _name: str = name, _original: Any = original,
-                      **kwargs: Any) -> Any:
+        async def spy(self: Any, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
             counts[_name] += 1
             return await _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(SqlAutomations, name, spy)
+        monkeypatch.setattr(repository, name, spy)
     return counts
 
 
