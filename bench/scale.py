@@ -16,7 +16,15 @@ Baseline in the same process: raw asyncpg reading the same due rows
 (``baseline_fetch_s``), so ``ready_s`` can be quoted as a ratio.
 Targets (issue 4): ready in ≤ 10 s and RSS ≤ 300 MB for 1M automations / 100k due.
 
+``--create-rate``: instead, the create rate with 100 and with 20,000 automations stored
+(``--stored``): an engine with the ``planner`` and ``cdc`` roles creates ``--creates`` event
+automations one by one through the service and counts until the planner's event index holds them
+all (each create's ``automation.created`` relayed and applied). Issue 10 item 6: the index used to
+be rebuilt from every stored automation on each change (≈ 65/s at 1,500 stored, 37/s at 3,000);
+the ratio of the two rates should stay near 1.
+
     .venv/bin/python bench/scale.py [--automations N] [--due N] [--json]
+    .venv/bin/python bench/scale.py --create-rate [--stored 100,20000] [--creates N] [--json]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import orjson
 from actwheel.clock import SystemClock
 from actwheel.engine import Engine
 from actwheel.logs import configure_logging
+from actwheel.service import Caller
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 
@@ -141,14 +150,62 @@ async def measure(count: int, due: int) -> dict[str, object]:
                         "rss_mb": {"target": 300.0, "met": after <= 300.0}}}
 
 
+async def create_rate(stored: int, creates: int) -> float:
+    """Creates per second with ``stored`` automations already there, until the planner indexed them all."""
+    schema = f"scale_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(DATABASE_URL)
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    url = with_schema(DATABASE_URL, schema)
+    try:
+        store = open_store(url)
+        await store.start()  # migrations
+        await store.stop()
+        await load(url, stored, stored // 10)
+        engine = Engine(Settings(database_url=url, broker_url="memory://", instance="scale",
+                                 roles=("planner", "cdc")), clock=SystemClock())
+        await engine.start()
+        try:
+            return await _timed_creates(engine, creates)
+        finally:
+            await engine.stop()
+    finally:
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
+
+
+async def _timed_creates(engine: Engine, creates: int) -> float:
+    caller, index = Caller("bench"), engine.actors["planner"]._event_index  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    for i in range(creates):
+        await engine.service.create(caller, {"name": f"c{i}", "trigger": {"type": "event",
+                                                                          "routing_key": f"bench.k{i}.created"},
+                                             "action": {"type": "simple.op", "config": {"op": "log", "message": "m"}}})
+    while len(index.patterns) < creates:  # noqa: ASYNC110 - polling the planner's state is the measurement
+        await asyncio.sleep(0.005)
+    return creates / (time.perf_counter() - started)
+
+
+async def measure_create_rate(stored: list[int], creates: int) -> dict[str, object]:
+    rates = {n: await create_rate(n, creates) for n in stored}
+    low, high = min(stored), max(stored)
+    return {"creates": creates, **{f"create_per_s_{n}_stored": round(r, 1) for n, r in rates.items()},
+            f"ratio_{low}_vs_{high}": round(rates[low] / rates[high], 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--automations", type=int, default=1_000_000)
     parser.add_argument("--due", type=int, default=100_000)
+    parser.add_argument("--create-rate", action="store_true")
+    parser.add_argument("--stored", default="100,20000")
+    parser.add_argument("--creates", type=int, default=500)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     configure_logging("WARNING")
-    result = asyncio.run(measure(args.automations, args.due))
+    if args.create_rate:
+        result = asyncio.run(measure_create_rate([int(n) for n in args.stored.split(",")], args.creates))
+    else:
+        result = asyncio.run(measure(args.automations, args.due))
     if args.json:
         print(json.dumps(result))
     else:
