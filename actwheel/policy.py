@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from actwheel.backoff import exponential_delay, spread
 from actwheel.errors import FieldError, InvalidInput, NotAvailable
 
 __all__ = ["MisfirePolicy", "OverlapPolicy", "Policy", "RetryPolicy"]
@@ -32,9 +33,8 @@ class RetryPolicy:
 
     def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait before attempt ``attempt + 1`` (exponential, capped, with jitter)."""
-        base = min(self.backoff_max_s, self.backoff_initial_s * self.multiplier ** max(0, attempt - 1))
-        spread = base * self.jitter
-        return max(0.0, base + (rng or random).uniform(-spread, spread))
+        return exponential_delay(attempt, base_s=self.backoff_initial_s, max_s=self.backoff_max_s,
+                                 multiplier=self.multiplier, jitter=spread(self.jitter), rng=rng)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

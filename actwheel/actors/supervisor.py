@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from actwheel.actors.base import Actor, ActorState
 from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.backoff import exponential_delay
 from actwheel.clock import Clock, SystemClock
 from actwheel.logs import get_logger
 
@@ -78,7 +79,7 @@ class Supervisor:
                 await asyncio.wait(pending, timeout=5.0)
 
     async def _supervise(self, actor: Actor) -> None:
-        delay = self._backoff[0]
+        crashes = 0
         while True:
             actor.reset_for_restart()
             try:
@@ -87,6 +88,8 @@ class Supervisor:
                 raise
             except Exception:
                 actor.state = ActorState.CRASHED
+                crashes += 1
+                delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
                 _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay)
             else:
                 actor.state = ActorState.STOPPED
@@ -97,7 +100,6 @@ class Supervisor:
             await sleep_or_wake(self._clock, delay, actor.stopping)  # stop() does not wait out a backoff
             if self._stopping or actor.stopping.is_set():
                 return
-            delay = min(delay * 2, self._backoff[1])
 
     def _count_restart(self, name: str) -> None:
         self.restarts[name] = self.restarts.get(name, 0) + 1

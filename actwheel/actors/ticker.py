@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from actwheel.actors.base import Actor
 from actwheel.actors.planning import MAX_INSTANTS, keep_latest
 from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.backoff import exponential_delay
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, StorageUnavailable
 from actwheel.logs import get_logger
@@ -359,6 +360,7 @@ class _TransientFiring:
         self._due: dict[str, DueItem] = {}
         self._arrived = asyncio.Event()
         self._retry_s = 0.0
+        self._failures = 0  # consecutive refused batches: the backoff attempt number
 
     def submit(self, items: Sequence[DueItem]) -> None:
         keep_latest(self._due, items)
@@ -380,13 +382,14 @@ class _TransientFiring:
         try:
             await self._transients.fire(items)
         except StorageUnavailable as exc:
-            self._retry_s = min(_TRANSIENT_RETRY_CAP_S, self._retry_s * 2 or _TRANSIENT_RETRY_S)
+            self._failures += 1
+            self._retry_s = exponential_delay(self._failures, base_s=_TRANSIENT_RETRY_S, max_s=_TRANSIENT_RETRY_CAP_S)
             _log.warning("transient_fire_failed", error=type(exc).__name__, automations=len(items),
                          retry_in_s=self._retry_s)
             self.submit(items)
             await sleep_or_wake(self._clock, self._retry_s, stopping)
         else:
-            self._retry_s = 0.0
+            self._failures = 0
 
 
 def _ms(instant: datetime) -> int:

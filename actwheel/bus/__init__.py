@@ -35,6 +35,7 @@ from actwheel.bus.topology import (
     Topology,
 )
 from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
+from actwheel.redact import redact_url
 
 __all__ = [
     "CDC",
@@ -79,11 +80,4 @@ def open_bus(url: str | None, **options: Any) -> Bus:
         return MemoryBus(**options)
     if url.startswith(("amqp://", "amqps://")):
         return AmqpBus(url, **options)
-    raise InvalidInput("broker", _redacted(url), "memory:// or amqp://user:password@host:port/vhost")
-
-
-def _redacted(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        return f"{scheme}://***@{rest.rpartition('@')[2]}"
-    return url
+    raise InvalidInput("broker", redact_url(url), "memory:// or amqp://user:password@host:port/vhost")

@@ -40,7 +40,6 @@ from aio_pika.abc import (
 )
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, DeliveryError, PublishError
 from pamqp.commands import Basic
-from yarl import URL
 
 from actwheel.bus.base import (
     DELIVERY_COUNT_HEADER,
@@ -68,6 +67,7 @@ from actwheel.bus.wire import message_headers
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 from actwheel.logs import get_logger
+from actwheel.redact import redact_url
 
 __all__ = ["AmqpBus", "queue_arguments"]
 
@@ -98,12 +98,6 @@ def queue_arguments(spec: QueueSpec, topology: Topology) -> dict[str, Any]:
     if spec.expires_s is not None:
         arguments["x-expires"] = int(spec.expires_s * 1000)
     return arguments
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for logs and errors."""
-    parsed = URL(url)
-    return str(parsed.with_password("***")) if parsed.password else str(parsed)
 
 
 class AmqpBus(Bus):
@@ -150,7 +144,7 @@ class AmqpBus(Bus):
         self._tasks = InFlight()
 
     def __repr__(self) -> str:
-        return f"<AmqpBus {redact(self._url)} state={self.state.value} consumers={len(self._consumers)}>"
+        return f"<AmqpBus {redact_url(self._url)} state={self.state.value} consumers={len(self._consumers)}>"
 
     @property
     def connection(self) -> AbstractRobustConnection:
@@ -184,7 +178,7 @@ class AmqpBus(Bus):
                 client_properties={"connection_name": self._connection_name},
             )
         except _GONE as exc:
-            where = redact(self._url)
+            where = redact_url(self._url)
             raise BusUnavailable(f"cannot reach the broker at {where}: {_describe(exc)}") from None
         self._connection.reconnect_callbacks.add(self._on_reconnect)
         connection = self._connection
@@ -372,7 +366,7 @@ class AmqpBus(Bus):
 
     async def _on_reconnect(self, *_: Any) -> None:
         self.stats.reconnects += 1
-        _log.info("bus.reconnected", broker=redact(self._url), consumers=len(self._consumers))
+        _log.info("bus.reconnected", broker=redact_url(self._url), consumers=len(self._consumers))
         # A task, not inline: the check opens channels, and this callback runs inside
         # aio-pika's reconnection routine.
         self._tasks.spawn(self._verify_consumers())

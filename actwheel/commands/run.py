@@ -14,6 +14,7 @@ from actwheel.api.app import create_app
 from actwheel.engine import Engine
 from actwheel.errors import ActwheelError
 from actwheel.logs import configure_logging
+from actwheel.redact import redact_url
 from actwheel.settings import ALL_ROLES, Settings, parse_http
 
 __all__ = ["register", "serve"]
@@ -62,7 +63,7 @@ async def serve(settings: Settings) -> int:
         await engine.start()
         http = asyncio.create_task(server.serve(), name="http")
         print(f"actwheel {settings.instance} listening on http://{settings.http_host}:{settings.http_port} "
-              f"(database {_safe(settings.database_url)}, broker {_safe(settings.broker_url)}, "
+              f"(database {redact_url(settings.database_url)}, broker {redact_url(settings.broker_url)}, "
               f"actors {','.join(settings.roles)})", flush=True)
         await _wait_first(stop.wait(), asyncio.shield(http))
     finally:
@@ -81,11 +82,3 @@ async def _wait_first(*aws: Any) -> None:
             task.cancel()
 
 
-def _safe(url: str) -> str:
-    """A URL without its password."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from actwheel.clock import Clock
 from actwheel.errors import InvalidInput, TransientStorageError
+from actwheel.redact import redact_url
 from actwheel.storage.base import (
     ApiKeyRepository,
     AuditRepository,
@@ -91,9 +92,3 @@ def _sqlite(url: str, clock: Clock | None, partitions: int, migrate: bool) -> St
     return SqliteStore(url[len("sqlite:///") :], clock=clock, partitions=partitions, migrate_on_start=migrate)
 
 
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for logs and errors)."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()

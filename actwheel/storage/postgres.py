@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from operator import itemgetter
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
 
 from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable, TransientStorageError
+from actwheel.redact import redact_url
 from actwheel.storage._codec import JsonText
 from actwheel.storage._repos import Executor, Row, SqlTransaction
 from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
@@ -49,13 +49,6 @@ _UNREACHABLE = (
 )
 
 _CLOSED_MARKERS = ("connection has been released back to the pool", "connection is closed")
-
-
-def _redacted(dsn: str) -> str:
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def _translate(exc: BaseException, *, at_commit: bool = False) -> Exception | None:
@@ -325,7 +318,7 @@ class PostgresStore(Store):
         self._stopped = False
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redacted(self._dsn)!r})"
+        return f"PostgresStore({redact_url(self._dsn)!r})"
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -344,7 +337,7 @@ class PostgresStore(Store):
                 reset=_no_session_state,
             )
         except Exception as exc:
-            raise StorageUnavailable(f"cannot connect to {_redacted(self._dsn)}: {exc}") from exc
+            raise StorageUnavailable(f"cannot connect to {redact_url(self._dsn)}: {exc}") from exc
         async with self._connection() as conn:
             schema = await _PgExecutor(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
         assert schema is not None

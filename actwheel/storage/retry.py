@@ -27,10 +27,10 @@ attempt that failed (sending a message, mutating shared state), or must make the
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from actwheel.backoff import EQUAL_JITTER, exponential_delay
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import InvalidInput, TransientStorageError
 from actwheel.logs import get_logger
@@ -44,8 +44,7 @@ _log = get_logger(__name__)
 def backoff_delay(attempt: int, base_s: float, max_s: float) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1-based): exponential, capped,
     with "equal jitter" (half fixed, half random) so that the losers of one deadlock spread out."""
-    ceiling = min(max_s, base_s * 2 ** (attempt - 1))
-    return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
+    return exponential_delay(attempt, base_s=base_s, max_s=max_s, jitter=EQUAL_JITTER)
 
 
 def _check_attempts(attempts: int) -> int:

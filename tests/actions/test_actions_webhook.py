@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 
 from actwheel.actions.base import Idempotency
 from actwheel.actions.executors.webhook import (
-    RetryPolicy,
     WebhookCall,
     WebhookClient,
+    WebhookRetry,
     WebhookSettings,
     blocked_reason,
     verify_signature,
@@ -276,5 +276,5 @@ async def test_dry_run_checks_the_destination_and_sends_nothing(http_server: Loc
 
 
 def test_backoff_is_capped() -> None:
-    policy = RetryPolicy(backoff_base_s=1, backoff_max_s=5, jitter=False)
+    policy = WebhookRetry(backoff_base_s=1, backoff_max_s=5, jitter=False)
     assert [policy.backoff(n, random.Random()) for n in range(1, 6)] == [1, 2, 4, 5, 5]

@@ -9,8 +9,8 @@ import pytest
 import structlog
 
 from actwheel.cli import main
-from actwheel.commands.run import _safe
 from actwheel.errors import InvalidInput
+from actwheel.redact import redact_url as _safe
 from actwheel.settings import ALL_ROLES, DEFAULT_DATABASE_URL, Settings, instance_id, parse_http
 
 

@@ -30,12 +30,13 @@ from jinja2.sandbox import SandboxedEnvironment
 from actwheel.actions.base import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
 from actwheel.actions.executors.webhook import (
     OutgoingRequest,
-    RetryPolicy,
     WebhookClient,
+    WebhookRetry,
     WebhookSettings,
 )
 from actwheel.actions.secrets import ResolvedConfig, resolve_config
 from actwheel.errors import FieldError, InvalidAction, NotFound
+from actwheel.topics import RESERVED_NAMESPACES, is_reserved_pattern
 
 __all__ = [
     "AmqpChannel",
@@ -61,6 +62,8 @@ _SECRET_REF_SCHEMA = {
     "properties": {"$secret": {"type": "string", "minLength": 1}},
 }
 _URL_OR_SECRET = {"anyOf": [{"type": "string", "minLength": 1}, _SECRET_REF_SCHEMA]}
+# A user's message under actwheel's own routing keys would impersonate actwheel's events.
+_OUTSIDE_RESERVED = "a routing key outside actwheel's own namespaces (" + ", ".join(RESERVED_NAMESPACES) + ")"
 
 
 class ChannelFailed(Exception):
@@ -105,12 +108,16 @@ def _template_errors(config: Mapping[str, Any]) -> list[FieldError]:
 class NotificationChannel(ABC):
     """One way to deliver a rendered notification.
 
-    ``fields`` are the channel's config fields (JSON Schema each), ``required`` the ones it needs.
+    ``fields`` are the channel's config fields (JSON Schema each), ``required`` the ones it needs,
+    ``required_scopes`` what a caller needs beyond ``notification:send`` to send through it (a
+    channel that reaches the network or the bus needs the scope of doing that directly, so
+    ``notification.send`` is no way around ``webhook:call`` or ``bus:publish``).
     """
 
     name: ClassVar[str]
     fields: ClassVar[dict[str, Any]] = {}
     required: ClassVar[tuple[str, ...]] = ()
+    required_scopes: ClassVar[frozenset[str]] = frozenset()
 
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         """Problems with the channel-specific part of ``config`` (default: required fields present)."""
@@ -154,6 +161,17 @@ class ChannelRegistry:
     def names(self) -> list[str]:
         return sorted(self._channels)
 
+    def required_scopes(self, name: Any) -> frozenset[str]:
+        """The extra scopes of channel ``name``; of every channel when ``name`` is not a known one.
+
+        Permission is checked before validation, on a config that may be malformed or hold a
+        ``${...}`` placeholder resolved only at run time, so an unknown name fails closed.
+        """
+        channel = self._channels.get(name) if isinstance(name, str) else None
+        if channel is not None:
+            return channel.required_scopes
+        return frozenset().union(*(c.required_scopes for c in self._channels.values()))
+
     def fields(self) -> dict[str, Any]:
         merged: dict[str, Any] = {}
         for channel in self._channels.values():
@@ -177,10 +195,20 @@ class AmqpChannel(NotificationChannel):
         "routing_key": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"}
     }
     required = ("routing_key",)
+    required_scopes = frozenset({"bus:publish"})
+
+    def check(self, config: Mapping[str, Any]) -> list[FieldError]:
+        errors = super().check(config)
+        routing_key = config.get("routing_key")
+        if isinstance(routing_key, str) and is_reserved_pattern(routing_key):
+            errors.append(FieldError("routing_key", routing_key, _OUTSIDE_RESERVED))
+        return errors
 
     async def send(self, message: RenderedMessage, config: Mapping[str, Any], ctx: ActionContext) -> dict[str, Any]:
         if ctx.publish is None:
             raise ChannelFailed("no bus publisher on this host for the amqp channel", retryable=False)
+        if is_reserved_pattern(config["routing_key"]):  # validated already; a second lock on impersonation
+            raise ChannelFailed(f"routing key: expected {_OUTSIDE_RESERVED}", retryable=False)
         data = {
             "subject": message.subject,
             "body": message.body,
@@ -250,6 +278,7 @@ class WebhookChannel(NotificationChannel):
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 120},
     }
     required = ("url",)
+    required_scopes = frozenset({"webhook:call"})
 
     def __init__(self, client: WebhookClient) -> None:
         self.client = client
@@ -287,7 +316,7 @@ class WebhookChannel(NotificationChannel):
         delivery = await self.client.send(
             request,
             clock=ctx.clock,
-            retry=RetryPolicy(max_attempts=config.get("max_attempts", 3)),
+            retry=WebhookRetry(max_attempts=config.get("max_attempts", 3)),
             budget_s=ctx.remaining(),
         )
         details = {
@@ -450,6 +479,10 @@ class SendNotification(ActionDefinition):
                 **channels.fields(),
             },
         }
+
+    def required_scopes_for(self, config: Mapping[str, Any]) -> frozenset[str]:
+        """``notification:send`` plus the channel's own: ``webhook:call`` for webhook, ``bus:publish`` for amqp."""
+        return self.required_scopes | self.channels.required_scopes(config.get("channel"))
 
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         return _template_errors(config) + self.channels.get(config["channel"]).check(config)

@@ -31,16 +31,17 @@ import orjson
 
 from actwheel.actions.base import ActionContext, ActionDefinition, ActionResult, Capabilities, Idempotency
 from actwheel.actions.secrets import ResolvedConfig, resolve_config
+from actwheel.backoff import EQUAL_JITTER, NO_JITTER, exponential_delay
 from actwheel.clock import Clock
 from actwheel.errors import DestinationRefused, FieldError, NotFound
 
 __all__ = [
     "SIGNATURE_HEADER",
-    "Delivery",
     "OutgoingRequest",
-    "RetryPolicy",
     "WebhookCall",
     "WebhookClient",
+    "WebhookDelivery",
+    "WebhookRetry",
     "WebhookSettings",
     "blocked_reason",
     "sign",
@@ -164,7 +165,7 @@ def verify_signature(secret: str, header: str, body: bytes, now: float, toleranc
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RetryPolicy:
+class WebhookRetry:
     """Exponential backoff with jitter for 5xx, 408, 429 and connection errors."""
 
     max_attempts: int = 3
@@ -174,8 +175,8 @@ class RetryPolicy:
 
     def backoff(self, attempt: int, rng: random.Random) -> float:
         """The wait after failed attempt ``attempt`` (1-based): base·2^(n-1), capped, ×U(0.5, 1) if jitter."""
-        delay: float = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (attempt - 1))
-        return delay * rng.uniform(0.5, 1.0) if self.jitter else delay
+        jitter = EQUAL_JITTER if self.jitter else NO_JITTER
+        return exponential_delay(attempt, base_s=self.backoff_base_s, max_s=self.backoff_max_s, jitter=jitter, rng=rng)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,7 +190,7 @@ class OutgoingRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Delivery:
+class WebhookDelivery:
     """What happened: the final response (or the last error) and every attempt."""
 
     status_code: int | None
@@ -251,8 +252,8 @@ class WebhookClient:
         self._rng = rng or random.Random()
 
     async def send(
-        self, request: OutgoingRequest, *, clock: Clock, retry: RetryPolicy, budget_s: float | None = None
-    ) -> Delivery:
+        self, request: OutgoingRequest, *, clock: Clock, retry: WebhookRetry, budget_s: float | None = None
+    ) -> WebhookDelivery:
         """Deliver with retries; waits use ``clock`` and stop before exceeding ``budget_s``.
 
         :raises DestinationRefused: the SSRF guard refused the URL or a redirect
@@ -278,13 +279,13 @@ class WebhookClient:
         request: OutgoingRequest,
         clock: Clock,
         attempt: int,
-        retry: RetryPolicy,
-    ) -> tuple[Delivery, float | None]:
+        retry: WebhookRetry,
+    ) -> tuple[WebhookDelivery, float | None]:
         """One attempt; returns the delivery and how long to wait before retrying (``None``: don't)."""
         try:
             response = await self._follow(client, request, clock)
         except httpx.TransportError as exc:
-            failed = Delivery(
+            failed = WebhookDelivery(
                 status_code=None,
                 body="",
                 truncated=False,
@@ -293,7 +294,7 @@ class WebhookClient:
                 retryable=True,
             )
             return failed, retry.backoff(attempt, self._rng)
-        delivery = Delivery(
+        delivery = WebhookDelivery(
             status_code=response.status_code,
             body=response.body.decode("utf-8", "replace"),
             truncated=response.truncated,
@@ -474,8 +475,8 @@ class WebhookCall(ActionDefinition):
         )
 
     @staticmethod
-    def _retry(config: Mapping[str, Any]) -> RetryPolicy:
-        return RetryPolicy(
+    def _retry(config: Mapping[str, Any]) -> WebhookRetry:
+        return WebhookRetry(
             max_attempts=config.get("max_attempts", 3),
             backoff_base_s=config.get("backoff_base", 0.5),
             backoff_max_s=config.get("backoff_max", 30.0),
@@ -527,7 +528,7 @@ def _refused(exc: DestinationRefused, resolved: ResolvedConfig) -> ActionResult:
     )
 
 
-def _delivered(delivery: Delivery, method: str, resolved: ResolvedConfig) -> ActionResult:
+def _delivered(delivery: WebhookDelivery, method: str, resolved: ResolvedConfig) -> ActionResult:
     data = resolved.scrub(
         {
             "status_code": delivery.status_code,
