@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -189,3 +191,10 @@ def test_grants_are_frozen_and_hashable() -> None:
     with pytest.raises(AttributeError):
         grant.everything = True  # type: ignore[misc]
     assert {grant, Grant.of(["run:read"])} == {grant}
+
+
+def test_the_auth_package_is_pure() -> None:
+    drivers = ("aio_pika", "asyncpg", "aiosqlite", "httpx")
+    code = f"import actwheel.auth, sys; print(sorted(m for m in {drivers!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"
