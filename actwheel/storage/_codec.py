@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -26,18 +27,22 @@ __all__ = [
     "dumps",
     "enum_value",
     "from_micros",
+    "ids",
     "json_at",
     "json_field",
+    "limit",
     "loads",
     "new_id",
     "optional_json",
     "partition_of",
+    "partitions",
     "positive",
     "req_dt",
     "text_at",
     "text_field",
     "to_dt",
     "to_micros",
+    "version",
 ]
 
 #: The largest JSON document one field may hold (config, policy, context, properties...).
@@ -217,3 +222,35 @@ def req_dt(value: Any) -> datetime:
     if result is None:
         raise ValueError("a NOT NULL timestamp column was NULL")
     return result
+
+
+# --- checks every repository shares -------------------------------------------------
+
+
+def limit(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        raise InvalidInput("limit", value, "an integer from 1 to 100000")
+    return value
+
+
+def version(field: str, value: Any, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(field, value, "a non-negative integer version")
+    return value
+
+
+def ids(field: str, values: Sequence[str]) -> list[str]:
+    if isinstance(values, str):
+        raise InvalidInput(field, values, "a sequence of ids, not one string")
+    return [text_field(f"{field}[{i}]", v) for i, v in enumerate(values)]
+
+
+def partitions(values: Sequence[int] | None) -> list[int] | None:
+    if values is None:
+        return None
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidInput(f"partitions[{i}]", v, "a non-negative integer")
+    return list(values)

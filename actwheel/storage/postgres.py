@@ -25,7 +25,8 @@ import orjson
 from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable, TransientStorageError
 from actwheel.redact import redact_url
 from actwheel.storage._codec import JsonText
-from actwheel.storage._repos import Executor, Row, SqlTransaction
+from actwheel.storage._repos import SqlTransaction
+from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage._sql import Query, load_migrations, load_queries, split_statements
 from actwheel.storage.base import Store, Transaction
 
@@ -110,7 +111,7 @@ def _copy_target(sql: str) -> tuple[str, tuple[str, ...], Any]:
     return match.group(1), columns, itemgetter(*columns)
 
 
-class _PgExecutor(Executor):
+class _PgRunner(SqlRunner):
     def __init__(self, conn: asyncpg.Connection, queries: Mapping[str, Query], timeout: float) -> None:
         self._conn = conn
         self._queries = queries
@@ -339,7 +340,7 @@ class PostgresStore(Store):
         except Exception as exc:
             raise StorageUnavailable(f"cannot connect to {redact_url(self._dsn)}: {exc}") from exc
         async with self._connection() as conn:
-            schema = await _PgExecutor(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
+            schema = await _PgRunner(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
         assert schema is not None
         self._channel = _channel(str(schema["schema"]))
         if self._migrate_on_start:
@@ -377,11 +378,11 @@ class PostgresStore(Store):
                 conn.terminate()
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[_PgExecutor]:
+    async def _transaction(self) -> AsyncIterator[_PgRunner]:
         async with self._begun() as (conn, tr):
-            x = _PgExecutor(conn, self._queries, self._statement_timeout)
+            sql = _PgRunner(conn, self._queries, self._statement_timeout)
             try:
-                yield x  # an outbox insert notifies the relays itself (a trigger), delivered at COMMIT
+                yield sql  # an outbox insert notifies the relays itself (a trigger), delivered at COMMIT
                 with _mapped(at_commit=True):
                     await tr.commit()
             except BaseException:
@@ -409,24 +410,24 @@ class PostgresStore(Store):
 
     async def migrate(self) -> list[str]:
         applied: list[str] = []
-        async with self._transaction() as x:
+        async with self._transaction() as sql:
             # The lock first: two processes must not both create the version table.
-            await x.fetch("migration_lock")
-            await x.fetch("create_migrations_table")
-            done = {row["version"] for row in await x.fetch("applied_migrations")}
+            await sql.fetch("migration_lock")
+            await sql.fetch("create_migrations_table")
+            done = {row["version"] for row in await sql.fetch("applied_migrations")}
             for migration in load_migrations("postgres"):
                 if migration.version in done:
                     continue
                 for statement in split_statements(migration.sql):
-                    await x.execute_script(statement)
-                await x.fetch("record_migration", {"version": migration.version, "name": migration.name})
+                    await sql.execute_script(statement)
+                await sql.fetch("record_migration", {"version": migration.version, "name": migration.name})
                 applied.append(migration.name)
         return applied
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
-        async with self._transaction() as x:
-            tx = SqlTransaction(x, partitions=self._partitions)
+        async with self._transaction() as sql:
+            tx = SqlTransaction(sql, partitions=self._partitions)
             yield tx
         if tx.outbox_touched:
             self._outbox_signal.set()  # this process's relay need not wait for the round trip

@@ -25,7 +25,8 @@ from actwheel.clock import Clock, SystemClock
 from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.storage import _codec as c
-from actwheel.storage._repos import Executor, Row, SqlTransaction
+from actwheel.storage._repos import SqlTransaction
+from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
 from actwheel.storage.base import Store, Transaction
 
@@ -88,7 +89,7 @@ def _mapped() -> Iterator[None]:
         raise StorageUnavailable(f"sqlite connection closed: {exc}") from exc
 
 
-class _SqliteExecutor(Executor):
+class _SqliteRunner(SqlRunner):
     def __init__(self, conn: aiosqlite.Connection, queries: Mapping[str, Query], clock: Clock) -> None:
         self._conn = conn
         self._queries = queries
@@ -289,23 +290,23 @@ class SqliteStore(Store):
     async def migrate(self) -> list[str]:
         applied: list[str] = []
         async with self._immediate() as conn:
-            x = _SqliteExecutor(conn, self._queries, self.clock)
-            await x.fetch("create_migrations_table")
-            done = {row["version"] for row in await x.fetch("applied_migrations")}
+            sql = _SqliteRunner(conn, self._queries, self.clock)
+            await sql.fetch("create_migrations_table")
+            done = {row["version"] for row in await sql.fetch("applied_migrations")}
             for migration in load_migrations("sqlite"):
                 if migration.version in done:
                     continue
                 with _mapped():
                     for statement in split_statements(migration.sql):
                         await conn.execute(statement)
-                await x.fetch("record_migration", {"version": migration.version, "name": migration.name})
+                await sql.fetch("record_migration", {"version": migration.version, "name": migration.name})
                 applied.append(migration.name)
         return applied
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         async with self._immediate() as conn:
-            tx = SqlTransaction(_SqliteExecutor(conn, self._queries, self.clock), partitions=self._partitions)
+            tx = SqlTransaction(_SqliteRunner(conn, self._queries, self.clock), partitions=self._partitions)
             yield tx
         if tx.outbox_touched:
             self._outbox_signal.set()

@@ -36,7 +36,7 @@ async def _backend_pids(store: Store) -> set[int]:
 
 
 async def _pid(tx: object) -> int:
-    x = tx._x  # type: ignore[attr-defined]  # the executor: tests may look inside
+    x = tx._sql  # type: ignore[attr-defined]  # the SQL runner: tests may look inside
     return int(await x._conn.fetchval("select pg_backend_pid()"))
 
 
@@ -69,7 +69,7 @@ async def test_statement_timeout_is_storage_unavailable(url: str) -> None:
     try:
         with pytest.raises(StorageUnavailable, match="timed out"):
             async with store.transaction() as tx:
-                await tx._x.fetch("nap")  # type: ignore[attr-defined]
+                await tx._sql.fetch("nap")  # type: ignore[attr-defined]
         async with store.transaction() as tx:  # the pool is still usable
             assert await tx.now()
     finally:
@@ -101,7 +101,7 @@ async def test_driver_errors_never_cross_the_port(url: str) -> None:
     try:
         with pytest.raises(StorageError) as info:
             async with store.transaction() as tx:
-                await tx._x.fetch("get_run", {"id": 12})  # type: ignore[attr-defined]  # wrong type
+                await tx._sql.fetch("get_run", {"id": 12})  # type: ignore[attr-defined]  # wrong type
         assert not isinstance(info.value, asyncpg.PostgresError)
     finally:
         await store.stop()

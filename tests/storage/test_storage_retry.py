@@ -167,7 +167,7 @@ async def test_a_connection_lost_mid_transaction_is_retried_on_a_fresh_one(pg_ur
     pids: list[int] = []
     try:
         async def fn(tx: Transaction) -> bool:
-            conn = tx._x._conn  # type: ignore[attr-defined]  # the executor's connection: tests may look inside
+            conn = tx._sql._conn  # type: ignore[attr-defined]  # the SQL runner's connection: tests may look inside
             pids.append(conn.get_server_pid())
             recorded = await tx.idempotency.put("k", {"attempt": len(pids)})
             if len(pids) == 1:
@@ -203,7 +203,7 @@ async def test_a_statement_timeout_is_not_retried(pg_url: str) -> None:
     try:
         async def fn(tx: Transaction) -> None:
             calls.append(1)
-            await tx._x.fetch("nap")  # type: ignore[attr-defined]
+            await tx._sql.fetch("nap")  # type: ignore[attr-defined]
 
         with pytest.raises(StorageUnavailable, match="timed out") as info:
             await in_transaction(store, fn, clock=RecordingClock())

@@ -1,0 +1,271 @@
+"""The automation repository: specifications and their moving state (migration 0003),
+trigger cursors, and the cancel cascade when an automation is disabled or deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
+from actwheel.storage import _codec as codec
+from actwheel.storage._rows import (
+    automation_of,
+    automation_of_spec_and_state,
+)
+from actwheel.storage._runner import SqlRunner
+from actwheel.storage._runs import cancel_waiting_runs
+from actwheel.storage.base import AutomationRepository
+from actwheel.storage.records import (
+    Automation,
+    AutomationChanges,
+    AutomationStatus,
+    CursorAdvance,
+    Deleted,
+    DueSchedule,
+    NewAutomation,
+)
+
+__all__ = ["SqlAutomations"]
+
+
+_CANCEL_REASON_DISABLED = "automation_disabled"
+
+_CANCEL_REASON_DELETED = "automation_deleted"
+
+
+def _label(labels: Mapping[str, Any], key: str) -> str | None:
+    value = labels.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"labels.{key}", value, "a string")
+    return value
+
+
+def _labels(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput("labels", value, "an object of labels")
+    return dict(value)
+
+
+class SqlAutomations(AutomationRepository):
+    def __init__(self, sql: SqlRunner, partitions: int) -> None:
+        self._sql = sql
+        self._partitions = partitions
+
+    async def create(self, new: NewAutomation) -> Automation:
+        params = self._create_params(new)
+        try:
+            row = await self._sql.guarded_row("insert_automation", params)
+        except IntegrityViolation as exc:
+            if exc.kind == "unique":
+                raise Conflict("automation", params["id"], "id already exists") from None
+            raise
+        state = await self._sql.fetchrow("insert_automation_state", params)
+        assert row is not None
+        assert state is not None
+        return automation_of_spec_and_state(row, state)
+
+    def _create_params(self, new: NewAutomation) -> dict[str, Any]:
+        automation_id = codec.new_id() if new.id is None else codec.text_field("id", new.id)
+        labels = _labels(new.labels)
+        return {
+            "id": automation_id,
+            "owner_id": codec.text_field("owner_id", new.owner_id),
+            "name": codec.text_field("name", new.name),
+            "labels": codec.json_field("labels", labels),
+            "session_id": _label(labels, "session_id"),
+            "agent_id": _label(labels, "agent_id"),
+            "trigger": codec.json_field("trigger", new.trigger),
+            "action_type": codec.text_field("action_type", new.action_type),
+            "action_config": codec.json_field("action_config", new.action_config),
+            "policy": codec.json_field("policy", new.policy),
+            "enabled": bool(new.enabled),
+            "status": codec.enum_value("status", AutomationStatus, new.status).value,
+            "durable": bool(new.durable),
+            "next_run_at": codec.aware("next_run_at", new.next_run_at),
+            "end_at": codec.aware("end_at", new.end_at),
+            "partition": codec.partition_of(automation_id, self._partitions),
+        }
+
+    async def get(self, automation_id: str) -> Automation:
+        row = await self._sql.fetchrow("get_automation", {"id": automation_id})
+        if row is None:
+            raise NotFound("automation", automation_id)
+        return automation_of(row)
+
+    async def get_many(self, automation_ids: Sequence[str]) -> dict[str, Automation]:
+        ids = list(dict.fromkeys(codec.ids("automation_ids", automation_ids)))
+        if not ids:
+            return {}
+        return {r["id"]: automation_of(r) for r in await self._sql.fetch("get_automations", {"ids": ids})}
+
+    async def query(
+        self,
+        *,
+        owner_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        status: AutomationStatus | None = None,
+        enabled: bool | None = None,
+        due_before: datetime | None = None,
+        partitions: Sequence[int] | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Automation]:
+        params = {
+            "owner_id": owner_id,
+            "session_id": session_id,
+            "agent_id": agent_id,
+            "status": None if status is None else codec.enum_value("status", AutomationStatus, status).value,
+            "enabled": enabled,
+            "due_before": codec.aware("due_before", due_before),
+            "partitions": codec.partitions(partitions),
+            "after_id": after_id,
+            "limit": codec.limit(limit),
+        }
+        return [automation_of(r) for r in await self._sql.fetch("query_automations", params)]
+
+    async def due(
+        self, before: datetime, *, partitions: Sequence[int] | None = None, limit: int = 1000
+    ) -> list[Automation]:
+        params: dict[str, Any] = {"before": codec.aware("before", before), "limit": codec.limit(limit)}
+        if partitions is None:
+            rows = await self._sql.fetch("due_automations", params)
+        else:
+            params["partitions"] = codec.partitions(partitions)
+            rows = await self._sql.fetch("due_automations_in_partitions", params)
+        return [automation_of(r) for r in rows]
+
+    async def event_automations(self, *, after_id: str = "", limit: int = 5000) -> list[Automation]:
+        if not isinstance(after_id, str):
+            raise InvalidInput("after_id", after_id, "a string ('' for the first page)")
+        params = {"after_id": after_id, "limit": codec.limit(limit)}
+        return [automation_of(r) for r in await self._sql.fetch("event_automations", params)]
+
+    async def due_schedule(
+        self, before: datetime, *, partitions: Sequence[int] | None = None, after_id: str = "", limit: int = 5000
+    ) -> list[DueSchedule]:
+        if not isinstance(after_id, str):
+            raise InvalidInput("after_id", after_id, "a string ('' for the first page)")
+        params = {"before": codec.aware("before", before), "partitions": codec.partitions(partitions),
+                  "after_id": after_id, "limit": codec.limit(limit)}
+        return [DueSchedule(id=r["id"], next_run_at=codec.req_dt(r["next_run_at"]), trigger=codec.loads(r["trigger"]),
+                            partition=r["partition"]) for r in await self._sql.fetch("due_schedule", params)]
+
+    async def update(
+        self, automation_id: str, expected_version: int, changes: AutomationChanges
+    ) -> Automation:
+        params = {"id": automation_id, "expected_version": codec.version("expected_version", expected_version)}
+        params.update(_change_params(changes))
+        await self._lock(automation_id)
+        # The version is compared and bumped on the state row first: whoever loses writes nothing.
+        state = await self._sql.fetchrow("update_automation_state", params)
+        if state is None:
+            current = await self.get(automation_id)
+            raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
+        row = await self._sql.fetchrow("update_automation", params)
+        assert row is not None  # the state row exists, so its automation does (ON DELETE CASCADE)
+        return automation_of_spec_and_state(row, state)
+
+    async def set_enabled(
+        self, automation_id: str, enabled: bool, *, expected_version: int | None = None
+    ) -> tuple[Automation, list[str]]:
+        params = {
+            "id": automation_id,
+            "enabled": bool(enabled),
+            "expected_version": codec.version("expected_version", expected_version, optional=True),
+        }
+        await self._lock(automation_id)
+        state = await self._sql.fetchrow("set_automation_enabled", params)
+        if state is None:
+            current = await self.get(automation_id)
+            raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
+        row = await self._sql.fetchrow("touch_automation", {"id": automation_id})
+        assert row is not None
+        canceled = [] if enabled else await cancel_waiting_runs(self._sql, [automation_id], _CANCEL_REASON_DISABLED)
+        return automation_of_spec_and_state(row, state), canceled
+
+    async def _lock(self, automation_id: str) -> None:
+        """Lock the specification row before the state row, the order a delete takes them in."""
+        if await self._sql.fetchrow("lock_automation", {"id": automation_id}) is None:
+            raise NotFound("automation", automation_id)
+
+    async def delete(self, automation_id: str) -> Deleted:
+        deleted = await self._delete("delete_automation", {"id": automation_id})
+        if not deleted.automation_ids:
+            raise NotFound("automation", automation_id)
+        return deleted
+
+    async def delete_by_session(self, session_id: str) -> Deleted:
+        return await self._delete("delete_automations_by_session", {"key": codec.text_field("session_id", session_id)})
+
+    async def delete_by_agent(self, agent_id: str) -> Deleted:
+        return await self._delete("delete_automations_by_agent", {"key": codec.text_field("agent_id", agent_id)})
+
+    async def delete_by_owner(self, owner_id: str) -> Deleted:
+        return await self._delete("delete_automations_by_owner", {"key": codec.text_field("owner_id", owner_id)})
+
+    async def _delete(self, query: str, params: Mapping[str, Any]) -> Deleted:
+        ids = [r["id"] for r in await self._sql.fetch(query, params)]
+        canceled = await cancel_waiting_runs(self._sql, ids, _CANCEL_REASON_DELETED)
+        return Deleted(automation_ids=tuple(ids), canceled_run_ids=tuple(canceled))
+
+    async def advance_cursor(
+        self,
+        automation_id: str,
+        version: int,
+        expected_next_run_at: datetime | None,
+        new_next_run_at: datetime | None,
+    ) -> bool:
+        params = {
+            "id": automation_id,
+            "version": codec.version("version", version),
+            "expected_next_run_at": codec.aware("expected_next_run_at", expected_next_run_at),
+            "new_next_run_at": codec.aware("new_next_run_at", new_next_run_at),
+        }
+        return await self._sql.fetchrow("advance_cursor", params) is not None
+
+    async def advance_cursors(self, advances: Sequence[CursorAdvance]) -> set[str]:
+        rows = [_advance_row(i, a) for i, a in enumerate(advances)]
+        if not rows:
+            return set()
+        # A stable lock order keeps concurrent batches from deadlocking each other.
+        rows.sort(key=lambda r: r["automation_id"])
+        won = await self._sql.fetch_rows("advance_cursors", rows)
+        if won:
+            self._sql.saw_now(won[0])  # the runs inserted next are stamped with it: no round trip for it
+        return {r["id"] for r in won}
+
+
+def _advance_row(i: int, a: CursorAdvance) -> dict[str, Any]:
+    version = a.version
+    return {
+        "automation_id": codec.text_at("advances", i, "automation_id", a.automation_id),
+        "version": (version if type(version) is int and version >= 0
+                    else codec.version(f"advances[{i}].version", version)),
+        "expected_next_run_at": codec.aware_at("advances", i, "expected_next_run_at", a.expected_next_run_at),
+        "new_next_run_at": codec.aware_at("advances", i, "new_next_run_at", a.new_next_run_at),
+    }
+
+
+def _change_params(ch: AutomationChanges) -> dict[str, Any]:
+    labels = None if ch.labels is None else _labels(ch.labels)
+    return {
+        "name": None if ch.name is None else codec.text_field("name", ch.name),
+        "trigger": codec.optional_json("trigger", ch.trigger),
+        "action_type": None if ch.action_type is None else codec.text_field("action_type", ch.action_type),
+        "action_config": codec.optional_json("action_config", ch.action_config),
+        "policy": codec.optional_json("policy", ch.policy),
+        "labels": None if labels is None else codec.json_field("labels", labels),
+        "session_id": None if labels is None else _label(labels, "session_id"),
+        "agent_id": None if labels is None else _label(labels, "agent_id"),
+        "status": None if ch.status is None else codec.enum_value("status", AutomationStatus, ch.status).value,
+        "owner_id": None if ch.owner_id is None else codec.text_field("owner_id", ch.owner_id),
+        "next_run_at": codec.aware("next_run_at", ch.next_run_at),
+        "clear_next_run_at": bool(ch.clear_next_run_at),
+        "end_at": codec.aware("end_at", ch.end_at),
+        "clear_end_at": bool(ch.clear_end_at),
+    }

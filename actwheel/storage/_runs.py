@@ -1,0 +1,399 @@
+"""The run repository: idempotent inserts (a bulk fast path, an ``ON CONFLICT`` slow path),
+leases with fencing, outcomes, recovery and cancels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orjson import dumps
+
+from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
+from actwheel.storage import _codec as codec
+from actwheel.storage._codec import MAX_JSON_BYTES as MAX_JSON
+from actwheel.storage._codec import MAX_TEXT as _MAX_TEXT
+from actwheel.storage._codec import JsonText
+from actwheel.storage._rows import (
+    ORIGINS,
+    STATUSES,
+    make_inserted,
+    make_run,
+    run_of,
+)
+from actwheel.storage._runner import Row, SqlRunner
+from actwheel.storage.base import RunRepository
+from actwheel.storage.records import (
+    InsertedRun,
+    NewRun,
+    Origin,
+    Run,
+    RunOutcome,
+    RunStatus,
+)
+
+__all__ = ["SqlRuns", "cancel_waiting_runs"]
+
+
+_INSERTABLE = frozenset({RunStatus.PENDING, RunStatus.RETRY_WAIT, RunStatus.SKIPPED, RunStatus.CANCELED})
+
+_FINISHABLE = frozenset(RunStatus) - {RunStatus.RUNNING}
+
+_RECOVERABLE = frozenset(
+    {RunStatus.PENDING, RunStatus.RETRY_WAIT, RunStatus.UNKNOWN, RunStatus.FAILED, RunStatus.DEAD}
+)
+
+#: Statuses a run may be inserted with that are already final (finished_at is set at insert).
+_DONE_ON_INSERT = frozenset({RunStatus.SKIPPED.value, RunStatus.CANCELED.value})
+
+#: member (or its string) → stored string, for the statuses the fast path of a new run takes
+_PLAIN_STATUS: dict[Any, str] = {s: s.value for s in (RunStatus.PENDING, RunStatus.SKIPPED, RunStatus.CANCELED)}
+
+_ORIGIN_VALUE: dict[Any, str] = {o: o.value for o in Origin}
+
+
+def _status_at(kind: str, i: int, value: Any, allowed: frozenset[RunStatus], expected: str) -> RunStatus:
+    status = STATUSES.get(value) if isinstance(value, str) else None
+    if status is None:
+        return codec.enum_value(f"{kind}[{i}].status", RunStatus, value)  # raises, naming the members
+    if status not in allowed:
+        raise InvalidInput(f"{kind}[{i}].status", value, expected)
+    return status
+
+
+def _origin_at(i: int, value: Any) -> str:
+    origin = ORIGINS.get(value) if isinstance(value, str) else None
+    return (origin or codec.enum_value(f"runs[{i}].origin", Origin, value)).value
+
+
+def _new_run_row(i: int, new: NewRun) -> dict[str, Any]:
+    row = _plain_new_run_row(new)
+    return _checked_new_run_row(i, new) if row is None else row
+
+
+def _plain_new_run_row(new: NewRun) -> dict[str, Any] | None:
+    """The row of the common run (PENDING or SKIPPED, no ``not_before``, plain values), checked
+    inline; None for anything else, which :func:`_checked_new_run_row` checks and names."""
+    status = _PLAIN_STATUS.get(new.status) if isinstance(new.status, str) else None
+    origin = _ORIGIN_VALUE.get(new.origin) if isinstance(new.origin, str) else None
+    run_id, automation_id, key, action_type, owner_id = (
+        new.id, new.automation_id, new.dedupe_key, new.action_type, new.owner_id)
+    scheduled_for = new.scheduled_for
+    if (
+        status is None or origin is None or new.not_before is not None
+        or (scheduled_for is not None and (type(scheduled_for) is not datetime or scheduled_for.tzinfo is not UTC))
+        or type(key) is not str or not 0 < len(key) <= _MAX_TEXT
+        or type(action_type) is not str or not 0 < len(action_type) <= _MAX_TEXT
+        or type(owner_id) is not str or not 0 < len(owner_id) <= _MAX_TEXT
+        or (automation_id is not None and (type(automation_id) is not str or not 0 < len(automation_id) <= _MAX_TEXT))
+        or (run_id is not None and (type(run_id) is not str or not 0 < len(run_id) <= _MAX_TEXT))
+    ):
+        return None
+    try:
+        config, policy, context = dumps(new.action_config), dumps(new.policy), dumps(new.context)
+    except TypeError:
+        return None
+    if len(config) > MAX_JSON or len(policy) > MAX_JSON or len(context) > MAX_JSON:
+        return None
+    return {
+        "id": codec.new_id() if run_id is None else run_id,
+        "automation_id": automation_id,
+        "dedupe_key": key,
+        "scheduled_for": scheduled_for,
+        "origin": origin,
+        "status": status,
+        "reason": new.reason,
+        "not_before": None,
+        "action_type": action_type,
+        # Plain text here (COPY and SQLite take it as it is); the batched-JSON slow path marks
+        # it as JSON first (:func:`_as_json_documents`).
+        "action_config": config.decode(),
+        "policy": policy.decode(),
+        "owner_id": owner_id,
+        "context": context.decode(),
+    }
+
+
+def _as_json_documents(rows: Sequence[dict[str, Any]]) -> None:
+    """Mark the JSON texts of new-run rows as JSON documents (in place), so that a batched
+    statement embeds them as JSON, not as strings holding JSON."""
+    for row in rows:
+        for key in ("action_config", "policy", "context"):
+            if type(row[key]) is str:
+                row[key] = JsonText(row[key])
+
+
+def _checked_new_run_row(i: int, new: NewRun) -> dict[str, Any]:
+    status = _status_at("runs", i, new.status, _INSERTABLE, "PENDING, RETRY_WAIT, SKIPPED or CANCELED for a new run")
+    not_before = codec.aware_at("runs", i, "not_before", new.not_before)
+    if status is RunStatus.RETRY_WAIT and not_before is None:
+        raise InvalidInput(f"runs[{i}].not_before", None, "an instant for a RETRY_WAIT run")
+    automation_id = new.automation_id
+    return {
+        "id": codec.new_id() if new.id is None else codec.text_at("runs", i, "id", new.id),
+        "automation_id": None if automation_id is None else codec.text_at("runs", i, "automation_id", automation_id),
+        "dedupe_key": codec.text_at("runs", i, "dedupe_key", new.dedupe_key),
+        "scheduled_for": codec.aware_at("runs", i, "scheduled_for", new.scheduled_for),
+        "origin": _origin_at(i, new.origin),
+        "status": status.value,
+        "reason": new.reason,
+        "not_before": not_before,
+        "action_type": codec.text_at("runs", i, "action_type", new.action_type),
+        "action_config": codec.json_at("runs", i, "action_config", new.action_config),
+        "policy": codec.json_at("runs", i, "policy", new.policy),
+        "owner_id": codec.text_at("runs", i, "owner_id", new.owner_id),
+        "context": codec.json_at("runs", i, "context", new.context),
+    }
+
+
+def _inserted_run(sent: Mapping[str, Any], returned: Row, new: NewRun | None = None) -> Run:
+    """The run just inserted, from what was sent (already checked) and the times the database set.
+
+    With ``new`` (the caller's record), its JSON values are reused instead of decoding what was sent.
+    """
+    if new is not None:
+        config, policy, context = new.action_config, new.policy, new.context
+    else:
+        loads = codec.loads
+        config, policy, context = loads(sent["action_config"]), loads(sent["policy"]), loads(sent["context"])
+    return make_run(
+        sent["id"], sent["automation_id"], sent["dedupe_key"], sent["scheduled_for"],
+        ORIGINS[sent["origin"]], STATUSES[sent["status"]], sent["reason"],
+        0, sent["not_before"], None, None, 0,  # attempt, not_before, lease owner / expiry / epoch
+        sent["action_type"], config, policy, sent["owner_id"], context,
+        None, None,  # result, error
+        codec.req_dt(returned["created_at"]), codec.req_dt(returned["updated_at"]),
+        None, codec.to_dt(returned["finished_at"]),  # started_at, finished_at
+    )
+
+
+def _fresh_run(row: Mapping[str, Any], new: NewRun) -> Run:
+    """:func:`_inserted_run` for a row of the bulk insert: its times are the transaction's ``now``
+    (datetimes already), its JSON values the caller's."""
+    return make_run(
+        row["id"], row["automation_id"], row["dedupe_key"], row["scheduled_for"],
+        ORIGINS[row["origin"]], STATUSES[row["status"]], row["reason"],
+        0, row["not_before"], None, None, 0,
+        row["action_type"], new.action_config, new.policy, row["owner_id"], new.context,
+        None, None, row["created_at"], row["updated_at"], None, row["finished_at"],
+    )
+
+
+def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The dedupe key of a run: (automation, key) or, for ad hoc runs, ("", owner, key)."""
+    if row["automation_id"] is None:
+        return ("", row["owner_id"], row["dedupe_key"])
+    return (row["automation_id"], "", row["dedupe_key"])
+
+
+def _outcome_row(i: int, o: RunOutcome) -> dict[str, Any]:
+    status = _status_at("outcomes", i, o.status, _FINISHABLE, "a status other than RUNNING")
+    not_before = codec.aware_at("outcomes", i, "not_before", o.not_before)
+    if status is RunStatus.RETRY_WAIT and not_before is None:
+        raise InvalidInput(f"outcomes[{i}].not_before", None, "an instant for RETRY_WAIT")
+    epoch = o.epoch
+    return {
+        "run_id": codec.text_at("outcomes", i, "run_id", o.run_id),
+        "owner": codec.text_at("outcomes", i, "owner", o.owner),
+        "epoch": epoch if type(epoch) is int and epoch >= 0 else codec.version(f"outcomes[{i}].epoch", epoch),
+        "status": status.value,
+        "reason": o.reason,
+        "result": None if o.result is None else codec.json_at("outcomes", i, "result", o.result),
+        "error": None if o.error is None else codec.json_at("outcomes", i, "error", o.error),
+        "not_before": not_before,
+    }
+
+
+async def cancel_waiting_runs(sql: SqlRunner, automation_ids: list[str], reason: str) -> list[str]:
+    """PENDING / RETRY_WAIT runs of ``automation_ids`` → CANCELED(reason), ids sorted: the one
+    statement behind :meth:`SqlRuns.cancel_waiting` and the disable / delete cascades of
+    :class:`SqlAutomations`, so the rule of what a cancel touches lives once."""
+    if not automation_ids:
+        return []
+    params = {"automation_ids": automation_ids, "reason": reason}
+    return sorted(r["id"] for r in await sql.fetch("cancel_waiting_runs_of", params))
+
+
+class SqlRuns(RunRepository):
+    def __init__(self, sql: SqlRunner) -> None:
+        self._sql = sql
+
+    async def insert(self, new: NewRun) -> InsertedRun:
+        return (await self.insert_many([new]))[0]
+
+    async def insert_many(self, news: Sequence[NewRun]) -> list[InsertedRun]:
+        rows = [_new_run_row(i, n) for i, n in enumerate(news)]
+        if not rows:
+            return []
+        # Sorted by key so that concurrent batches take unique-index locks in one order.
+        ordered = sorted(rows, key=_run_key)
+        if await self._insert_fresh(ordered):
+            return [make_inserted(_fresh_run(r, n), True) for r, n in zip(rows, news, strict=True)]
+        return await self._insert_or_find(rows, ordered)
+
+    async def _insert_fresh(self, ordered: list[dict[str, Any]]) -> bool:
+        """The fast path: a bulk insert that holds only if every key is new (the common case).
+        False (and nothing written) when a key or an id already exists."""
+        now = await self._sql.now()
+        plain = True
+        for row in ordered:
+            row["created_at"] = row["updated_at"] = now
+            if row["status"] in _DONE_ON_INSERT:
+                row["finished_at"] = now
+                plain = False
+            else:
+                row["finished_at"] = None
+                plain = plain and row["status"] == "PENDING" and row["reason"] is None and row["not_before"] is None
+        try:
+            await self._sql.copy_rows("copy_pending_runs" if plain else "copy_runs", ordered)
+        except IntegrityViolation as exc:
+            if exc.kind != "unique":
+                raise
+            return False
+        return True
+
+    async def _insert_or_find(self, rows: list[dict[str, Any]], ordered: list[dict[str, Any]]) -> list[InsertedRun]:
+        """The slow path: insert what is new (``ON CONFLICT DO NOTHING``), read back what exists."""
+        by_id = {r["id"]: r for r in rows}
+        _as_json_documents(ordered)
+        inserted = await self._sql.fetch_rows("insert_runs", ordered)
+        created = {r["id"]: _inserted_run(by_id[r["id"]], r) for r in inserted}
+        by_key = {_run_key({"automation_id": r.automation_id, "owner_id": r.owner_id, "dedupe_key": r.dedupe_key}): r
+                  for r in created.values()}
+        missing = [r for r in rows if _run_key(r) not in by_key]
+        by_key.update(await self._existing(missing))
+        return [self._inserted(r, by_key, created) for r in rows]
+
+    @staticmethod
+    def _inserted(
+        row: Mapping[str, Any], by_key: Mapping[tuple[str, str, str], Run], created: Mapping[str, Run]
+    ) -> InsertedRun:
+        run = by_key.get(_run_key(row))
+        if run is None:  # skipped by ON CONFLICT yet no row for its key: the id itself was taken
+            raise Conflict("run", row["id"], "id already exists")
+        return InsertedRun(run=run, created=row["id"] in created)
+
+    async def _existing(self, rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], Run]:
+        scheduled = [{"automation_id": r["automation_id"], "dedupe_key": r["dedupe_key"]}
+                     for r in rows if r["automation_id"] is not None]
+        adhoc = [{"owner_id": r["owner_id"], "dedupe_key": r["dedupe_key"]} for r in rows if r["automation_id"] is None]
+        found: list[Row] = []
+        if scheduled:
+            found += await self._sql.fetch_rows("runs_by_keys", scheduled)
+        if adhoc:
+            found += await self._sql.fetch_rows("adhoc_runs_by_keys", adhoc)
+        return {_run_key(r): run_of(r) for r in found}
+
+    async def get(self, run_id: str) -> Run:
+        row = await self._sql.fetchrow("get_run", {"id": run_id})
+        if row is None:
+            raise NotFound("run", run_id)
+        return run_of(row)
+
+    async def query(
+        self,
+        *,
+        automation_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        owner_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        params = {
+            "automation_id": automation_id,
+            "statuses": None if statuses is None else [
+                codec.enum_value(f"statuses[{i}]", RunStatus, s).value for i, s in enumerate(statuses)
+            ],
+            "owner_id": owner_id,
+            "created_after": codec.aware("created_after", created_after),
+            "created_before": codec.aware("created_before", created_before),
+            "limit": codec.limit(limit),
+        }
+        return [run_of(r) for r in await self._sql.fetch("query_runs", params)]
+
+    async def claim(self, run_id: str, owner: str, lease_s: float) -> Run | None:
+        params = {"id": run_id, "owner": codec.text_field("owner", owner),
+                  "lease_s": codec.positive("lease_s", lease_s)}
+        row = await self._sql.fetchrow("claim_run", params)
+        return None if row is None else run_of(row)
+
+    async def claim_many(self, run_ids: Sequence[str], owner: str, lease_s: float) -> list[Run]:
+        ids = codec.ids("run_ids", run_ids)
+        if not ids:
+            return []
+        params = {"ids": ids, "owner": codec.text_field("owner", owner), "lease_s": codec.positive("lease_s", lease_s)}
+        return [run_of(r) for r in await self._sql.fetch("claim_runs", params)]
+
+    async def claim_next(self, owner: str, lease_s: float, limit: int) -> list[Run]:
+        params = {
+            "owner": codec.text_field("owner", owner),
+            "lease_s": codec.positive("lease_s", lease_s),
+            "limit": codec.limit(limit),
+        }
+        return [run_of(r) for r in await self._sql.fetch("claim_next_runs", params)]
+
+    async def renew(self, run_id: str, owner: str, epoch: int, lease_s: float) -> bool:
+        params = {
+            "id": run_id,
+            "owner": owner,
+            "epoch": codec.version("epoch", epoch),
+            "lease_s": codec.positive("lease_s", lease_s),
+        }
+        return await self._sql.fetchrow("renew_lease", params) is not None
+
+    async def finish(self, outcome: RunOutcome) -> bool:
+        return outcome.run_id in await self.finish_many([outcome])
+
+    async def finish_many(self, outcomes: Sequence[RunOutcome]) -> set[str]:
+        rows = sorted((_outcome_row(i, o) for i, o in enumerate(outcomes)), key=lambda r: r["run_id"])
+        if not rows:
+            return set()
+        return {r["id"] for r in await self._sql.fetch_rows("finish_runs", rows)}
+
+    async def expired_leases(self, limit: int = 100) -> list[Run]:
+        return [run_of(r) for r in await self._sql.fetch("expired_leases", {"limit": codec.limit(limit)})]
+
+    async def recover_expired(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        reason: str | None = None,
+        not_before: datetime | None = None,
+    ) -> Run | None:
+        target = codec.enum_value("status", RunStatus, status)
+        if target not in _RECOVERABLE:
+            raise InvalidInput("status", status, "PENDING, RETRY_WAIT, UNKNOWN, FAILED or DEAD")
+        when = codec.aware("not_before", not_before)
+        if target is RunStatus.RETRY_WAIT and when is None:
+            raise InvalidInput("not_before", None, "an instant for RETRY_WAIT")
+        params = {"id": run_id, "epoch": codec.version("epoch", epoch), "status": target.value,
+                  "reason": reason, "not_before": when}
+        row = await self._sql.fetchrow("recover_expired", params)
+        return None if row is None else run_of(row)
+
+    async def stale_pending(self, older_than_s: float, limit: int = 100) -> list[Run]:
+        if isinstance(older_than_s, bool) or not isinstance(older_than_s, int | float) or older_than_s < 0:
+            raise InvalidInput("older_than_s", older_than_s, "a non-negative number of seconds")
+        params = {"older_than_s": float(older_than_s), "limit": codec.limit(limit)}
+        return [run_of(r) for r in await self._sql.fetch("stale_pending", params)]
+
+    async def promote_due_retries(self, limit: int = 100) -> list[Run]:
+        return [run_of(r) for r in await self._sql.fetch("promote_due_retries", {"limit": codec.limit(limit)})]
+
+    async def cancel(self, run_id: str, reason: str) -> bool:
+        params = {"id": run_id, "reason": codec.text_field("reason", reason)}
+        return await self._sql.fetchrow("cancel_run", params) is not None
+
+    async def cancel_waiting(self, automation_id: str, reason: str) -> list[str]:
+        automation_id = codec.text_field("automation_id", automation_id)
+        return await cancel_waiting_runs(self._sql, [automation_id], codec.text_field("reason", reason))
+
+    async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
+        ids = codec.ids("automation_ids", automation_ids)
+        if not ids:
+            return set()
+        return {r["automation_id"] for r in await self._sql.fetch("active_automation_ids", {"ids": ids})}
