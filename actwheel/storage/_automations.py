@@ -4,12 +4,13 @@ trigger cursors, and the cancel cascade when an automation is disabled or delete
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
 from actwheel.storage import _codec as codec
+from actwheel.storage._codec import JsonText
 from actwheel.storage._rows import (
     automation_of,
     automation_of_spec_and_state,
@@ -50,6 +51,44 @@ def _labels(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _labels_json(field: str, value: Any) -> JsonText:
+    return codec.json_field(field, _labels(value))
+
+
+def _status_value(field: str, value: Any) -> str:
+    return codec.enum_value(field, AutomationStatus, value).value
+
+
+#: How each field of an automation's specification is checked, in this order: every one for a
+#: new automation, only those given for a change (None = unchanged). One rule per field for both,
+#: so a value that ``create`` refuses ``update`` refuses too.
+_SPEC_CHECKS: tuple[tuple[str, Callable[[str, Any], Any]], ...] = (
+    ("owner_id", codec.text_field),
+    ("name", codec.text_field),
+    ("labels", _labels_json),
+    ("trigger", codec.json_field),
+    ("action_type", codec.text_field),
+    ("action_config", codec.json_field),
+    ("policy", codec.json_field),
+    ("status", _status_value),
+)
+
+
+def _spec_params(spec: NewAutomation | AutomationChanges, *, partial: bool) -> dict[str, Any]:
+    """The checked specification columns of a new automation, or of changes (``partial``: a
+    field left None stays None). ``session_id`` / ``agent_id`` are the labels with columns of their own."""
+    params: dict[str, Any] = {}
+    for name, check in _SPEC_CHECKS:
+        value = getattr(spec, name)
+        params[name] = None if partial and value is None else check(name, value)
+    labels = None if params["labels"] is None else _labels(spec.labels)
+    params["session_id"] = None if labels is None else _label(labels, "session_id")
+    params["agent_id"] = None if labels is None else _label(labels, "agent_id")
+    params["next_run_at"] = codec.aware("next_run_at", spec.next_run_at)
+    params["end_at"] = codec.aware("end_at", spec.end_at)
+    return params
+
+
 class SqlAutomations(AutomationRepository):
     def __init__(self, sql: SqlRunner, partitions: int) -> None:
         self._sql = sql
@@ -70,25 +109,10 @@ class SqlAutomations(AutomationRepository):
 
     def _create_params(self, new: NewAutomation) -> dict[str, Any]:
         automation_id = codec.new_id() if new.id is None else codec.text_field("id", new.id)
-        labels = _labels(new.labels)
-        return {
-            "id": automation_id,
-            "owner_id": codec.text_field("owner_id", new.owner_id),
-            "name": codec.text_field("name", new.name),
-            "labels": codec.json_field("labels", labels),
-            "session_id": _label(labels, "session_id"),
-            "agent_id": _label(labels, "agent_id"),
-            "trigger": codec.json_field("trigger", new.trigger),
-            "action_type": codec.text_field("action_type", new.action_type),
-            "action_config": codec.json_field("action_config", new.action_config),
-            "policy": codec.json_field("policy", new.policy),
-            "enabled": bool(new.enabled),
-            "status": codec.enum_value("status", AutomationStatus, new.status).value,
-            "durable": bool(new.durable),
-            "next_run_at": codec.aware("next_run_at", new.next_run_at),
-            "end_at": codec.aware("end_at", new.end_at),
-            "partition": codec.partition_of(automation_id, self._partitions),
-        }
+        params = _spec_params(new, partial=False)
+        params.update(id=automation_id, enabled=bool(new.enabled), durable=bool(new.durable),
+                      partition=codec.partition_of(automation_id, self._partitions))
+        return params
 
     async def get(self, automation_id: str) -> Automation:
         row = await self._sql.fetchrow("get_automation", {"id": automation_id})
@@ -252,20 +276,6 @@ def _advance_row(i: int, a: CursorAdvance) -> dict[str, Any]:
 
 
 def _change_params(ch: AutomationChanges) -> dict[str, Any]:
-    labels = None if ch.labels is None else _labels(ch.labels)
-    return {
-        "name": None if ch.name is None else codec.text_field("name", ch.name),
-        "trigger": codec.optional_json("trigger", ch.trigger),
-        "action_type": None if ch.action_type is None else codec.text_field("action_type", ch.action_type),
-        "action_config": codec.optional_json("action_config", ch.action_config),
-        "policy": codec.optional_json("policy", ch.policy),
-        "labels": None if labels is None else codec.json_field("labels", labels),
-        "session_id": None if labels is None else _label(labels, "session_id"),
-        "agent_id": None if labels is None else _label(labels, "agent_id"),
-        "status": None if ch.status is None else codec.enum_value("status", AutomationStatus, ch.status).value,
-        "owner_id": None if ch.owner_id is None else codec.text_field("owner_id", ch.owner_id),
-        "next_run_at": codec.aware("next_run_at", ch.next_run_at),
-        "clear_next_run_at": bool(ch.clear_next_run_at),
-        "end_at": codec.aware("end_at", ch.end_at),
-        "clear_end_at": bool(ch.clear_end_at),
-    }
+    params = _spec_params(ch, partial=True)
+    params.update(clear_next_run_at=bool(ch.clear_next_run_at), clear_end_at=bool(ch.clear_end_at))
+    return params

@@ -33,7 +33,6 @@ __all__ = [
     "limit",
     "loads",
     "new_id",
-    "optional_json",
     "partition_of",
     "partitions",
     "positive",
@@ -130,10 +129,6 @@ def json_field(field: str, value: Any, *, limit: int = MAX_JSON_BYTES) -> JsonTe
     if len(data) > limit:
         raise InvalidInput(field, f"<{len(data)} bytes of JSON>", f"at most {limit} bytes of JSON")
     return JsonText(data.decode())
-
-
-def optional_json(field: str, value: Any) -> JsonText | None:
-    return None if value is None else json_field(field, value)
 
 
 # --- the same checks for batch rows: the field name (``runs[3].dedupe_key``) is only built
