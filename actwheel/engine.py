@@ -32,6 +32,9 @@ from actwheel.actors.router import ExecutorRouter
 from actwheel.actors.supervisor import Supervisor
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker, scheduled_of
 from actwheel.actors.transient import TransientTimers
+from actwheel.auth.authenticator import Authenticator
+from actwheel.auth.bootstrap import ensure_admin
+from actwheel.auth.insecure import NoAuthentication
 from actwheel.bus import open_bus
 from actwheel.bus.base import Bus, Delivery, Subscription
 from actwheel.bus.envelope import Envelope
@@ -46,7 +49,9 @@ from actwheel.service import (
     ActionService,
     AutomationService,
     ControlPlane,
+    KeyService,
     OntologyService,
+    PrincipalService,
     RunService,
     SecretService,
     TriggerService,
@@ -106,6 +111,11 @@ class Engine:
         async with AsyncExitStack() as stack:
             await self.store.start()
             stack.push_async_callback(_shielded(self.store.stop))
+            if self.settings.auth:
+                await ensure_admin(self.store, self.settings)
+            else:
+                _log.warning("authentication_disabled", http=f"{self.settings.http_host}:{self.settings.http_port}",
+                             detail="--insecure-no-auth: every request acts as the local owner with every scope")
             await self._open_secrets()
             await self.bus.start()
             stack.push_async_callback(_shielded(self.bus.stop))
@@ -166,6 +176,10 @@ class Engine:
             triggers=TriggerService(clock=self.clock),
             ontology=OntologyService(ontology=self.ontology),
             secrets=SecretService(store=self.store, writer=lambda: self.secret_store),
+            principals=PrincipalService(store=self.store),
+            keys=KeyService(store=self.store, clock=self.clock),
+            authenticator=(Authenticator(store=self.store, clock=self.clock) if self.settings.auth
+                           else NoAuthentication(self.settings.local_owner)),
             status=self)
 
     def _build_actors(self) -> dict[str, Actor]:
@@ -197,7 +211,8 @@ class Engine:
         s = self.settings
         return ExecutorRouter(bus=self.bus, store=self.store, pipeline=self.pipeline, actions=self.control.actions,
                               events=self.events, clock=self.clock, metrics=self.metrics, instance=s.instance,
-                              lease_s=s.lease_s, concurrency=s.router_concurrency, queue_prefix=self._prefix)
+                              lease_s=s.lease_s, concurrency=s.router_concurrency, queue_prefix=self._prefix,
+                              implicit_owners=not s.auth)
 
     def _recovery(self) -> Actor:
         s = self.settings

@@ -22,6 +22,7 @@
     │   ├── Unroutable                   a published message matched no queue (mandatory)
     │   ├── PublishRefused               a target queue is full, or the broker nacked the message
     │   └── BusUnavailable               the broker cannot be reached
+    ├── Unauthenticated                  no credential, or one that is malformed, unknown, revoked or expired
     ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
     └── NotAvailable                     a feature that is not built yet; never a silent no-op
 
@@ -61,6 +62,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailable",
     "TransientStorageError",
+    "Unauthenticated",
     "Unroutable",
     "Unsupported",
 ]
@@ -272,6 +274,23 @@ class PublishRefused(BusError):
 
 class BusUnavailable(BusError):
     """The broker cannot be reached."""
+
+
+class Unauthenticated(ActwheelError):
+    """No credential, or one that is malformed, unknown, revoked, expired, or whose principal is banned.
+
+    The message never holds the credential; the HTTP face answers 401 with
+    ``WWW-Authenticate: Bearer realm="actwheel"`` (and ``error="invalid_token"`` when one was sent).
+
+    :ivar token_sent: a credential was presented (it was bad), as opposed to none at all
+    :ivar key_id: the key's public id, when the credential parsed that far
+    """
+
+    def __init__(self, reason: str, *, token_sent: bool, key_id: str | None = None) -> None:
+        self.reason = reason
+        self.token_sent = token_sent
+        self.key_id = key_id
+        super().__init__(reason if key_id is None else f"{reason} (key {key_id})")
 
 
 class PermissionDenied(ActwheelError):

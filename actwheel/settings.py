@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from actwheel.errors import InvalidInput
 
-__all__ = ["ALL_ROLES", "DEFAULT_DATABASE_URL", "Settings", "instance_id"]
+__all__ = ["ADMIN_KEY_FILE", "ALL_ROLES", "DEFAULT_DATABASE_URL", "Settings", "instance_id", "is_loopback"]
+
+#: The bootstrap admin's key file name (the key alone, one line, mode 0600).
+ADMIN_KEY_FILE = "actwheel-admin.key"
 
 DEFAULT_DATABASE_URL = "sqlite:///actwheel.db"
 ALL_ROLES: tuple[str, ...] = ("ticker", "planner", "router", "recovery", "cdc", "auditor", "metrics")
@@ -19,6 +24,16 @@ def instance_id(env: Mapping[str, str] | None = None) -> str:
     """``HOSTNAME`` if set, else ``pid-<pid>`` (docs/design.md: scaling out)."""
     env = os.environ if env is None else env
     return env.get("HOSTNAME") or f"pid-{os.getpid()}"
+
+
+def is_loopback(host: str) -> bool:
+    """True for a listener only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -59,6 +74,13 @@ class Settings:
     sweep_interval_s: float = 5.0
     stale_pending_s: float = 30.0
     local_owner: str = "local"
+    #: Authenticate every HTTP request (bearer API keys). ``False`` is ``--insecure-no-auth``: loopback only,
+    #: every request acts as ``local_owner`` with ``*``, and owners without a principal are implicit.
+    auth: bool = True
+    #: ``/metrics`` needs ``metrics:read`` (it is public by default, the Prometheus convention).
+    metrics_auth: bool = False
+    #: Where the bootstrap admin's key is written at first start (default: see :meth:`admin_key_path`).
+    admin_key_file: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -70,12 +92,24 @@ class Settings:
             "horizon_s": _float(env, "ACTWHEEL_HORIZON_S", 3600.0),
             "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
             "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),
+            "auth": not _flag(env, "ACTWHEEL_INSECURE_NO_AUTH", False),
+            "metrics_auth": _flag(env, "ACTWHEEL_METRICS_AUTH", False),
+            "admin_key_file": env.get("ACTWHEEL_ADMIN_KEY_FILE") or None,
             "instance": instance_id(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
         settings.validate()
         return settings
+
+    def admin_key_path(self) -> Path:
+        """The bootstrap key file: ``admin_key_file``, else ``actwheel-admin.key`` in the SQLite file's folder
+        (on PostgreSQL, the working directory)."""
+        if self.admin_key_file:
+            return Path(self.admin_key_file)
+        if self.database_url.startswith("sqlite:///") and not self.database_url.endswith(":memory:"):
+            return Path(self.database_url.removeprefix("sqlite:///")).parent / ADMIN_KEY_FILE
+        return Path.cwd() / ADMIN_KEY_FILE
 
     def validate(self) -> None:
         unknown = [r for r in self.roles if r not in ALL_ROLES]
@@ -89,6 +123,9 @@ class Settings:
             raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
         if not math.isfinite(self.horizon_s) or self.horizon_s < 1:
             raise InvalidInput("horizon_s", self.horizon_s, "at least 1 second")
+        if not self.auth and not is_loopback(self.http_host):
+            raise InvalidInput("--insecure-no-auth", self.http_host, "a loopback listener (127.0.0.1, ::1 or "
+                               "localhost): without authentication anyone who can reach the port is the owner")
 
 
 def parse_http(value: str) -> tuple[str, int]:

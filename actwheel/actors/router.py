@@ -20,12 +20,14 @@ from typing import Any
 import orjson
 import structlog
 
-from actwheel.actions.pipeline import DispatchOutcome, DispatchPipeline, DispatchRequest
+from actwheel.actions.base import ActionResult
+from actwheel.actions.pipeline import AuditRecord, DispatchOutcome, DispatchPipeline, DispatchRequest
 from actwheel.actions.secrets import mask_secrets
 from actwheel.actors import queues
 from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.auth.scopes import Grant
 from actwheel.bus.base import Bus, Delivery
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
@@ -36,12 +38,26 @@ from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
 from actwheel.service import ActionService, Caller
+from actwheel.service.caller import grant_of
 from actwheel.storage.base import Store, Transaction
-from actwheel.storage.records import NewAuditEntry, NewDeadLetter, NewOutboxMessage, Run, RunOutcome, RunStatus
+from actwheel.storage.records import (
+    NewAuditEntry,
+    NewDeadLetter,
+    NewOutboxMessage,
+    Origin,
+    Principal,
+    PrincipalStatus,
+    Run,
+    RunOutcome,
+    RunStatus,
+)
 from actwheel.storage.retry import in_transaction
 
-__all__ = ["MAX_RESULT_BYTES", "ExecutorRouter", "bounded_result", "request_of"]
+__all__ = ["MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result", "owner_inactive",
+           "request_of"]
 
+#: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
+OWNER_INACTIVE = "owner_inactive"
 _log = get_logger("actwheel.router")
 
 
@@ -60,8 +76,11 @@ class ExecutorRouter(ConsumerActor):
 
     def __init__(self, *, bus: Bus, store: Store, pipeline: DispatchPipeline, actions: ActionService,
                  events: EventFactory, clock: Clock, metrics: Metrics, instance: str, lease_s: float = 30.0,
-                 concurrency: int = 256, queue_prefix: str = "") -> None:
+                 concurrency: int = 256, queue_prefix: str = "", implicit_owners: bool = False) -> None:
+        """``implicit_owners``: an owner without a principal row runs with every scope (``--insecure-no-auth``
+        only); otherwise such a run is SKIPPED(owner_inactive) like a banned owner's."""
         super().__init__(bus)
+        self._implicit_owners = implicit_owners
         self._store = store
         self._pipeline = pipeline
         self._actions = actions
@@ -139,21 +158,26 @@ class ExecutorRouter(ConsumerActor):
                 await _take(self._slots, len(ids))
             async with _released_on_error(self._slots, len(ids)), self._store.transaction() as tx:
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
+                # once per claimed batch, never cached across batches: a ban bites on the next claim
+                owners = await tx.principals.get_many(sorted({r.owner_id for r in claimed})) if claimed else {}
             for _ in range(len(ids) - len(claimed)):
                 self._slots.release()
             for run in claimed:
-                self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run), name=f"run:{run.id}"))
+                authority = authority_of(run, owners.get(run.owner_id), implicit=self._implicit_owners)
+                self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run, authority),
+                                                                    name=f"run:{run.id}"))
             claimed_all.extend(claimed)
         return claimed_all
 
     # --- execution -------------------------------------------------------------------------
 
-    async def _execute(self, run: Run) -> None:
+    async def _execute(self, run: Run, authority: Grant | None) -> None:
         structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
                                                attempt=run.attempt)  # this task's own context
         try:
             self._observe_start(run)
-            outcome = await self._pipeline.dispatch(request_of(run))
+            outcome = (owner_inactive(run, self._clock.now()) if authority is None
+                       else await self._pipeline.dispatch(request_of(run, authority)))
             await self._finish(run, outcome)
         except Exception:
             _log.exception("run_execution_failed", run_id=run.id)  # the lease expires; recovery takes it
@@ -250,13 +274,38 @@ async def _released_on_error(slots: asyncio.Semaphore, count: int) -> AsyncItera
         raise
 
 
-def request_of(run: Run) -> DispatchRequest:
-    """The dispatch request for a run: its snapshots, never the automation's current config."""
-    owner = run.context.get(OWNER_KEY) or {}
+def authority_of(run: Run, owner: Principal | None, *, implicit: bool = False) -> Grant | None:
+    """What ``run`` may do, decided when it is dispatched against its owner as they are now; ``None``:
+    the owner is missing or banned (the run is SKIPPED(owner_inactive), its executor never called).
+
+    Scheduled, event and retried runs act with the owner's ceiling; a manual run or an ad hoc request
+    with what its requester held (the snapshot) ∩ the owner's ceiling.
+    """
+    if owner is None:
+        return Grant.all() if implicit else None
+    if owner.status is PrincipalStatus.BANNED:
+        return None
+    ceiling = grant_of(owner.scopes)
+    if run.origin in (Origin.MANUAL, Origin.REQUEST):
+        return ceiling.intersect(grant_of((run.context.get(OWNER_KEY) or {}).get("scopes", [])))
+    return ceiling
+
+
+def owner_inactive(run: Run, now: datetime) -> DispatchOutcome:
+    """The outcome of a run whose owner is missing or banned: SKIPPED, with its audit row."""
+    return DispatchOutcome(
+        status=RunStatus.SKIPPED.value, reason=OWNER_INACTIVE, executor_type=run.action_type,
+        result=ActionResult.fail(f"owner {run.owner_id!r} is missing or banned", retryable=False, code=OWNER_INACTIVE),
+        audit=(AuditRecord("PERMISSION", {"granted": False, "reason": OWNER_INACTIVE, "owner_id": run.owner_id}, now),))
+
+
+def request_of(run: Run, authority: Grant) -> DispatchRequest:
+    """The dispatch request for a run: its snapshots, never the automation's current config, with the
+    authority decided at dispatch (:func:`authority_of`)."""
     variables = {k: v for k, v in run.context.items() if not k.startswith("$")}
     return DispatchRequest(
         run_id=run.id, owner_id=run.owner_id, action_type=run.action_type, config=run.action_config,
-        scopes=frozenset(owner.get("scopes", [])), automation_id=run.automation_id, attempt=run.attempt,
+        scopes=authority.expanded(), automation_id=run.automation_id, attempt=run.attempt,
         timeout_s=_policy(run).timeout_s, variables=variables, dry_run=bool(run.context.get(DRY_RUN_KEY)),
         idempotency_key=f"run:{run.id}")
 

@@ -22,8 +22,9 @@ from actwheel.storage.records import Automation, NewOutboxMessage, NewRun, Origi
 
 __all__ = ["announce_runs", "event_run", "owner_context", "planned_runs", "schedule_dedupe_key"]
 
-#: What the owner snapshot grants for now: everything the owner may do (issue 11 narrows it).
-_OWNER_SCOPES = ("*",)
+#: A scheduled or event run carries no scopes of its own: the router authorises it against its
+#: owner's ceiling as it is when the run is dispatched.
+_OWNER_SCOPES: tuple[str, ...] = ()
 _OWNER_INACTIVE = "owner_inactive"
 
 

@@ -6,9 +6,10 @@ Routes (exact): ``POST/GET /v1/automations``, ``GET/PATCH/DELETE /v1/automations
 ``POST /v1/triggers/preview``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and the ontology
 and secrets routes of :mod:`actwheel.api.ontology`.
 
-Handlers only translate: request → :class:`~actwheel.service.Caller` + arguments → a use case of
-the :class:`~actwheel.service.ControlPlane` → JSON. Until authentication exists every request acts
-as the local owner.
+Handlers only translate: request → :class:`~actwheel.service.Caller` (authenticated by
+:mod:`actwheel.api.guard` from the bearer key) + arguments → a use case of the
+:class:`~actwheel.service.ControlPlane` → JSON. The identity routes (whoami, keys, principals) are in
+:mod:`actwheel.api.identity`.
 """
 
 from __future__ import annotations
@@ -17,50 +18,70 @@ import dataclasses
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from actwheel.api.body import read_object
 from actwheel.api.errors import handle_actwheel_error, json_response
+from actwheel.api.guard import RoutePolicy, caller_of, guarded
+from actwheel.api.identity import InsecureMarker, identity_routes
 from actwheel.api.ontology import ontology_routes
 from actwheel.api.params import enum_param, instant_param, limit_param
 from actwheel.errors import ActwheelError, FieldError, InvalidInput
 from actwheel.messages import ActionRequested
-from actwheel.service import Caller, ControlPlane
+from actwheel.service import ControlPlane
 from actwheel.storage.records import AutomationStatus, RunStatus
 
 __all__ = ["create_app"]
 
 
 def create_app(control: ControlPlane) -> Starlette:
-    """The ASGI app over ``control`` (an engine's :attr:`~actwheel.engine.Engine.control`)."""
+    """The ASGI app over ``control`` (an engine's :attr:`~actwheel.engine.Engine.control`).
+
+    Every route is guarded by its entry in :data:`~actwheel.api.guard.ROUTE_POLICIES`; building a
+    route without one fails here.
+    """
     api = _Api(control)
     routes = [
-        Route("/healthz", api.healthz), Route("/readyz", api.readyz), Route("/metrics", api.metrics),
-        Route("/v1/automations", api.create_automation, methods=["POST"]),
-        Route("/v1/automations", api.list_automations, methods=["GET"]),
-        Route("/v1/automations/{id}", api.get_automation, methods=["GET"]),
-        Route("/v1/automations/{id}", api.update_automation, methods=["PATCH"]),
-        Route("/v1/automations/{id}", api.delete_automation, methods=["DELETE"]),
-        Route("/v1/automations/{id}/enable", api.enable_automation, methods=["POST"]),
-        Route("/v1/automations/{id}/disable", api.disable_automation, methods=["POST"]),
-        Route("/v1/automations/{id}/run", api.run_automation, methods=["POST"]),
-        Route("/v1/runs", api.list_runs, methods=["GET"]),
-        Route("/v1/runs/{id}", api.get_run, methods=["GET"]),
-        Route("/v1/actions", api.submit_action, methods=["POST"]),
-        Route("/v1/actions/types", api.action_types, methods=["GET"]),
-        Route("/v1/triggers/preview", api.preview, methods=["POST"]),
+        ("GET", "/healthz", api.healthz), ("GET", "/readyz", api.readyz), ("GET", "/metrics", api.metrics),
+        ("POST", "/v1/automations", api.create_automation),
+        ("GET", "/v1/automations", api.list_automations),
+        ("GET", "/v1/automations/{id}", api.get_automation),
+        ("PATCH", "/v1/automations/{id}", api.update_automation),
+        ("DELETE", "/v1/automations/{id}", api.delete_automation),
+        ("POST", "/v1/automations/{id}/enable", api.enable_automation),
+        ("POST", "/v1/automations/{id}/disable", api.disable_automation),
+        ("POST", "/v1/automations/{id}/run", api.run_automation),
+        ("GET", "/v1/runs", api.list_runs),
+        ("GET", "/v1/runs/{id}", api.get_run),
+        ("POST", "/v1/actions", api.submit_action),
+        ("GET", "/v1/actions/types", api.action_types),
+        ("POST", "/v1/triggers/preview", api.preview),
         *ontology_routes(control),
+        *identity_routes(control),
     ]
-    return Starlette(routes=routes, exception_handlers={ActwheelError: handle_actwheel_error})
+    insecure = not control.settings.auth
+    guarded_routes = [Route(path, guarded(method, path, handler, control.authenticator,
+                                          policy=_metrics_policy(control) if path == "/metrics" else None),
+                            methods=[method])
+                      for method, path, handler in routes]
+    middleware = [Middleware(InsecureMarker)] if insecure else []
+    return Starlette(routes=guarded_routes, middleware=middleware,
+                     exception_handlers={ActwheelError: handle_actwheel_error})
+
+
+def _metrics_policy(control: ControlPlane) -> RoutePolicy | None:
+    """``/metrics`` is public by default (the Prometheus convention); ``ACTWHEEL_METRICS_AUTH`` makes it
+    require ``metrics:read``."""
+    return RoutePolicy(("metrics:read",), ownership="installation") if control.settings.metrics_auth else None
 
 
 class _Api:
     def __init__(self, control: ControlPlane) -> None:
         self._control = control
         self._automations = control.automations
-        self.caller = Caller(control.settings.local_owner)
 
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -76,40 +97,42 @@ class _Api:
     # --- automations ---------------------------------------------------------------------
 
     async def create_automation(self, request: Request) -> Response:
-        automation = await self._automations.create(self.caller, await read_object(request))
+        automation = await self._automations.create(caller_of(request), await read_object(request))
         return json_response(automation, 201)
 
     async def list_automations(self, request: Request) -> Response:
         q = request.query_params
         automations = await self._automations.query(
-            self.caller, owner_id=q.get("owner_id"), session_id=q.get("session_id"), agent_id=q.get("agent_id"),
+            caller_of(request), owner_id=q.get("owner_id"), session_id=q.get("session_id"),
+            agent_id=q.get("agent_id"),
             status=enum_param(AutomationStatus, q.get("status"), "status"), after_id=q.get("after_id"),
             limit=limit_param(q.get("limit")))
         return json_response({"items": automations})
 
     async def get_automation(self, request: Request) -> Response:
-        return json_response(await self._automations.get(self.caller, request.path_params["id"]))
+        return json_response(await self._automations.get(caller_of(request), request.path_params["id"]))
 
     async def update_automation(self, request: Request) -> Response:
         body = await read_object(request)
         version = body.pop("version", None)
         if not isinstance(version, int) or isinstance(version, bool):
             raise InvalidInput("version", version, "the automation's current version (optimistic locking)")
-        return json_response(await self._automations.update(self.caller, request.path_params["id"], body, version))
+        updated = await self._automations.update(caller_of(request), request.path_params["id"], body, version)
+        return json_response(updated)
 
     async def delete_automation(self, request: Request) -> Response:
-        return json_response(await self._automations.delete(self.caller, request.path_params["id"]))
+        return json_response(await self._automations.delete(caller_of(request), request.path_params["id"]))
 
     async def enable_automation(self, request: Request) -> Response:
-        automation, _ = await self._automations.set_enabled(self.caller, request.path_params["id"], True)
+        automation, _ = await self._automations.set_enabled(caller_of(request), request.path_params["id"], True)
         return json_response(automation)
 
     async def disable_automation(self, request: Request) -> Response:
-        automation, canceled = await self._automations.set_enabled(self.caller, request.path_params["id"], False)
+        automation, canceled = await self._automations.set_enabled(caller_of(request), request.path_params["id"], False)
         return json_response({"automation": automation, "canceled_run_ids": canceled})
 
     async def run_automation(self, request: Request) -> Response:
-        run = await self._automations.run_now(self.caller, request.path_params["id"])
+        run = await self._automations.run_now(caller_of(request), request.path_params["id"])
         return json_response({"run_id": run.id, "run": run}, 202)
 
     # --- runs ----------------------------------------------------------------------------
@@ -117,20 +140,20 @@ class _Api:
     async def list_runs(self, request: Request) -> Response:
         q = request.query_params
         runs = await self._control.runs.query(
-            self.caller, automation_id=q.get("automation_id"), status=enum_param(RunStatus, q.get("status"), "status"),
-            limit=limit_param(q.get("limit")))
+            caller_of(request), owner_id=q.get("owner_id"), automation_id=q.get("automation_id"),
+            status=enum_param(RunStatus, q.get("status"), "status"), limit=limit_param(q.get("limit")))
         return json_response({"items": runs})
 
     async def get_run(self, request: Request) -> Response:
-        found = await self._control.runs.get(self.caller, request.path_params["id"])
+        found = await self._control.runs.get(caller_of(request), request.path_params["id"])
         return json_response({**dataclasses.asdict(found.run), "audit": found.audit})
 
     # --- actions -------------------------------------------------------------------------
 
     async def submit_action(self, request: Request) -> Response:
         body = await read_object(request)
-        body.setdefault("owner_id", self.caller.owner_id)
-        inserted = await self._control.actions.submit(self.caller, _action_request(body))
+        body.setdefault("owner_id", caller_of(request).owner_id)
+        inserted = await self._control.actions.submit(caller_of(request), _action_request(body))
         run = inserted.run
         payload = {"run_id": run.id, "status": run.status, "duplicate": not inserted.created}
         if not inserted.created:
@@ -138,12 +161,12 @@ class _Api:
         return json_response(payload, 202 if inserted.created else 200)
 
     async def action_types(self, request: Request) -> Response:
-        return json_response({"items": [d.describe() for d in self._control.actions.types(self.caller)]})
+        return json_response({"items": [d.describe() for d in self._control.actions.types(caller_of(request))]})
 
     async def preview(self, request: Request) -> Response:
         body = await read_object(request)
         after = instant_param(body["from"], "from") if body.get("from") is not None else None
-        fires = self._control.triggers.preview(self.caller, body.get("trigger"), count=body.get("count", 10),
+        fires = self._control.triggers.preview(caller_of(request), body.get("trigger"), count=body.get("count", 10),
                                                after=after)
         return json_response({"fires": [{"at": f.at.isoformat(), "note": f.note} for f in fires]})
 

@@ -16,6 +16,7 @@ from actwheel.errors import (
     NotFound,
     PermissionDenied,
     StorageUnavailable,
+    Unauthenticated,
     Unsupported,
 )
 
@@ -46,8 +47,35 @@ def error_response(exc: ActwheelError) -> Response:
         return json_response({"error": {
             "type": type(exc).__name__, "code": "unsupported", "message": str(exc), "field": exc.field,
             "value": exc.value, "expected": exc.expected}}, 422)
+    if isinstance(exc, Unauthenticated):
+        return _unauthenticated(exc)
+    if isinstance(exc, PermissionDenied):
+        return _forbidden(exc)
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
     return json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
+
+
+_REALM = 'Bearer realm="actwheel"'
+
+
+def _unauthenticated(exc: Unauthenticated) -> Response:
+    """RFC 6750: 401 with a challenge; ``invalid_token`` when a credential was sent and refused."""
+    code = "invalid_token" if exc.token_sent else "missing_token"
+    response = json_response({"error": {"type": type(exc).__name__, "code": code, "message": str(exc)}}, 401)
+    challenge = _REALM + (', error="invalid_token"' if exc.token_sent else "")
+    response.headers["WWW-Authenticate"] = challenge
+    return response
+
+
+def _forbidden(exc: PermissionDenied) -> Response:
+    """RFC 6750: 403 ``insufficient_scope`` naming every missing scope."""
+    code = "insufficient_scope" if exc.missing else "forbidden"
+    response = json_response({"error": {"type": type(exc).__name__, "code": code, "message": str(exc),
+                                        "missing_scopes": list(exc.missing)}}, 403)
+    if exc.missing:
+        response.headers["WWW-Authenticate"] = (_REALM + ', error="insufficient_scope", scope="'
+                                                + " ".join(exc.missing) + '"')
+    return response
 
 
 async def handle_actwheel_error(_: Request, exc: Exception) -> Response:

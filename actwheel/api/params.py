@@ -29,10 +29,12 @@ def limit_param(value: str | None) -> int:
 def enum_param(kind: type[E], value: str | None, name: str) -> E | None:
     if value is None:
         return None
-    try:
-        return kind(value.upper())
-    except ValueError:
-        raise InvalidInput(name, value, "one of " + ", ".join(str(m.value) for m in kind)) from None
+    for candidate in (value, value.upper(), value.lower()):
+        try:
+            return kind(candidate)
+        except ValueError:
+            continue
+    raise InvalidInput(name, value, "one of " + ", ".join(str(m.value) for m in kind))
 
 
 def flag_param(value: str | None, name: str) -> bool:

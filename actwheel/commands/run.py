@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--actors", help="comma-separated roles to run: " + ",".join(ALL_ROLES))
     parser.add_argument("--no-partition-leases", action="store_true",
                         help="every ticker loads every automation (correct, slower)")
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="LOCAL EXPERIMENTS ONLY: no API keys, every request is the local owner with every "
+                             "scope (refused unless --http is a loopback address; env ACTWHEEL_INSECURE_NO_AUTH)")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
@@ -42,7 +45,8 @@ def _run(args: argparse.Namespace) -> int:
         settings = Settings.from_env(
             database_url=args.database, broker_url=args.broker, http_host=host, http_port=port,
             roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors is not None else None,
-            partition_leases=False if args.no_partition_leases else None)
+            partition_leases=False if args.no_partition_leases else None,
+            auth=False if args.insecure_no_auth else None)
     except ActwheelError as exc:
         print(f"actwheel run: {exc}", file=sys.stderr)
         return 2
@@ -64,7 +68,7 @@ async def serve(settings: Settings) -> int:
         http = asyncio.create_task(server.serve(), name="http")
         print(f"actwheel {settings.instance} listening on http://{settings.http_host}:{settings.http_port} "
               f"(database {redact_url(settings.database_url)}, broker {redact_url(settings.broker_url)}, "
-              f"actors {','.join(settings.roles)})", flush=True)
+              f"actors {','.join(settings.roles)}, {_auth_line(settings)})", flush=True)
         await _wait_first(stop.wait(), asyncio.shield(http))
     finally:
         server.should_exit = True  # the API stops taking requests first, then the actors drain
@@ -72,6 +76,12 @@ async def serve(settings: Settings) -> int:
             await asyncio.wait([http], timeout=5)
         await engine.stop()
     return 0
+
+
+def _auth_line(settings: Settings) -> str:
+    if not settings.auth:
+        return "AUTHENTICATION DISABLED (--insecure-no-auth)"
+    return f"API keys required; bootstrap admin key file {settings.admin_key_path()}"
 
 
 async def _wait_first(*aws: Any) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from actwheel.service.actions import ActionService, TriggerService
 from actwheel.service.automations import AutomationService
 from actwheel.service.caller import Caller, caller_snapshot
-from actwheel.service.control import ControlPlane, EngineStatus
+from actwheel.service.control import Authenticates, ControlPlane, EngineStatus
+from actwheel.service.identity import KeyService, MintedKey, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
 from actwheel.service.payload import AutomationSpec, SpecParser
 from actwheel.service.runs import RunService, RunWithTrail
@@ -21,12 +22,16 @@ from actwheel.service.transient import TransientAutomations, cancel_transient_ru
 
 __all__ = [
     "ActionService",
+    "Authenticates",
     "AutomationService",
     "AutomationSpec",
     "Caller",
     "ControlPlane",
     "EngineStatus",
+    "KeyService",
+    "MintedKey",
     "OntologyService",
+    "PrincipalService",
     "RunService",
     "RunWithTrail",
     "SecretService",

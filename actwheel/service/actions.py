@@ -19,13 +19,16 @@ from actwheel.errors import InvalidInput, InvalidTrigger
 from actwheel.events import EventFactory
 from actwheel.messages import ActionRequested
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
+from actwheel.service.authorize import listing_owner, require
 from actwheel.service.caller import Caller, caller_snapshot
 from actwheel.service.payload import trigger_errors
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import InsertedRun, NewRun, Origin
 from actwheel.triggers import Fire, preview_fires
 
-__all__ = ["MAX_PREVIEW", "ActionService", "TriggerService"]
+__all__ = ["MAX_PREVIEW", "REQUEST", "ActionService", "TriggerService"]
+
+REQUEST = "action:request"
 
 #: The most fires one preview computes.
 MAX_PREVIEW = 500
@@ -38,11 +41,21 @@ class ActionService:
         self._events = events
 
     def types(self, caller: Caller) -> list[ActionDefinition]:
-        """The action types this installation offers, in registration order."""
-        return list(self._registry)
+        """The action types whose scopes the caller holds, in registration order."""
+        grant = caller.grant
+        return [d for d in self._registry if not grant.missing(d.required_scopes)]
 
     async def submit(self, caller: Caller, request: ActionRequested) -> InsertedRun:
-        """Insert a run for an ad hoc request; a repeated idempotency key returns the first run."""
+        """Insert a run for an ad hoc request; a repeated idempotency key returns the first run.
+
+        Needs ``action:request`` and the action's scopes; a request for another owner ``admin:write``.
+
+        :raises PermissionDenied: naming every missing scope
+        :raises InvalidInput: an unknown action type
+        """
+        caller = _for_owner(caller, request.owner_id)
+        needed = self._registry.get(request.type).required_scopes_for(request.config)
+        require(caller, "action.request", [REQUEST, *needed])
         async with self._store.transaction() as tx:
             inserted = await self._insert(tx, caller, request)
             if inserted.created:
@@ -58,6 +71,13 @@ class ActionService:
             automation_id=None, dedupe_key=f"request:{caller.owner_id}:{key}", owner_id=caller.owner_id,
             action_type=request.type, action_config=dict(request.config), origin=Origin.REQUEST,
             scheduled_for=await tx.now(), context=context))
+
+
+def _for_owner(caller: Caller, owner_id: str | None) -> Caller:
+    """The caller acting for ``owner_id`` (its own unless an admin asks for another owner)."""
+    owner = listing_owner(caller, owner_id, write=True)
+    return caller if owner == caller.owner_id else Caller(owner, caller.scopes, caller.who, caller.kind,
+                                                          caller.key_id, caller.agent_id)
 
 
 class TriggerService:

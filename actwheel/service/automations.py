@@ -9,7 +9,8 @@ ids as well and hands them to :class:`~actwheel.service.transient.TransientAutom
 method.
 
 Every use case takes the :class:`Caller` first, whichever face asks: the HTTP API, a bus command,
-the MCP server or the dashboard.
+the MCP server or the dashboard — and checks it here, once, by the rules of
+:mod:`actwheel.service.authorize` (resource scope, the double-scope rule, owner isolation in SQL).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
 from actwheel.clock import Clock
-from actwheel.errors import InvalidInput
+from actwheel.errors import InvalidInput, NotFound
 from actwheel.events import EventFactory
 from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED, OWNER_KEY
+from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
 from actwheel.service.caller import Caller, caller_snapshot
 from actwheel.service.payload import AutomationSpec, SpecParser, cursor_on_enable, first_fire, merged_payload
 from actwheel.service.transient import TransientAutomations
@@ -39,7 +41,10 @@ from actwheel.storage.records import (
 )
 from actwheel.transient import TransientRegistry
 
-__all__ = ["AutomationService"]
+__all__ = ["READ", "WRITE", "AutomationService"]
+
+READ = "automation:read"
+WRITE = "automation:write"
 
 
 class AutomationService:
@@ -69,6 +74,7 @@ class AutomationService:
         :raises Unsupported: ``durable: false`` with an event trigger
         """
         spec = self._parser.parse(payload)
+        self._require_change(caller, "automation.create", spec.action_type, spec.action_config, fires=spec.enabled)
         if not spec.durable:
             return self._transient_home().create(caller, spec)
         async with self._store.transaction() as tx:
@@ -77,25 +83,31 @@ class AutomationService:
                 owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec,
                 action_type=spec.action_type, action_config=spec.action_config,
                 policy=spec.policy.to_dict(), labels=spec.labels, enabled=spec.enabled,
-                next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at))
+                next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at,
+                created_by=caller.who, created_by_key=caller.key_id))
             await tx.outbox.append(self._events.automation_changed(automation, "created"))
         return automation
 
     async def get(self, caller: Caller, automation_id: str) -> Automation:
-        """:raises NotFound: no automation ``automation_id``"""
-        transient = self._transient(automation_id)
-        if transient is not None:
-            return transient
-        async with self._store.transaction() as tx:
-            return await tx.automations.get(automation_id)
+        """:raises NotFound: no automation ``automation_id`` that the caller may see"""
+        require(caller, "automation.read", [READ])
+        return await self._visible(caller, automation_id)
 
     async def query(self, caller: Caller, *, owner_id: str | None = None, session_id: str | None = None,
                     agent_id: str | None = None, status: AutomationStatus | None = None,
                     enabled: bool | None = None, after_id: str | None = None, limit: int = 100) -> list[Automation]:
-        """Stored automations and this instance's transient ones matching every given filter, ordered by id
-        (page with ``after_id``)."""
-        filters: dict[str, Any] = {"owner_id": owner_id, "session_id": session_id, "agent_id": agent_id,
-                                   "status": status, "enabled": enabled, "after_id": after_id, "limit": limit}
+        """The caller's stored and this instance's transient automations matching every given filter,
+        ordered by id (page with ``after_id``). Another ``owner_id`` needs ``admin:read``; an agent-bound
+        key lists only its agent's.
+
+        :raises PermissionDenied: no ``automation:read``; another owner without ``admin:read``; an
+            agent-bound key naming another agent
+        """
+        require(caller, "automation.read", [READ])
+        agent_id = _agent_filter(caller, agent_id)
+        filters: dict[str, Any] = {"owner_id": listing_owner(caller, owner_id), "session_id": session_id,
+                                   "agent_id": agent_id, "status": status, "enabled": enabled,
+                                   "after_id": after_id, "limit": limit}
         async with self._store.transaction() as tx:
             stored = await tx.automations.query(**filters)
         if self._transients is None or len(self._transients) == 0:
@@ -111,13 +123,18 @@ class AutomationService:
         if "enabled" in payload:
             raise InvalidInput("enabled", payload["enabled"],
                                "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
+        require(caller, "automation.update", [WRITE])
         if self._transient(automation_id) is not None:
+            current = await self._visible(caller, automation_id, write=True)
+            self._require_update(caller, current, payload)
             return await self._transient_home().update(automation_id, payload, expected_version)
         if payload.get("durable", True) is not True:
             raise InvalidInput("durable", payload["durable"], "true: an automation stays durable or not as created")
         async with self._store.transaction() as tx:
-            current = await tx.automations.get(automation_id)
+            current = await self._stored(tx, caller, automation_id, write=True)
             spec = self._parser.parse(merged_payload(current, payload), check_ended="trigger" in payload)
+            self._require_change(caller, "automation.update", spec.action_type, spec.action_config,
+                                 fires=current.enabled)
             changes = await _changes(tx, current, spec, trigger_changed="trigger" in payload)
             updated = await tx.automations.update(automation_id, expected_version, changes)
             await tx.outbox.append(self._events.automation_changed(updated, "updated"))
@@ -125,10 +142,19 @@ class AutomationService:
 
     async def set_enabled(self, caller: Caller, automation_id: str, enabled: bool,
                           expected_version: int | None = None) -> tuple[Automation, list[str]]:
-        """Enable (recomputing a past ``next_run_at`` from now) or disable (canceling waiting runs)."""
+        """Enable (recomputing a past ``next_run_at`` from now) or disable (canceling waiting runs).
+
+        Enabling needs the action's scopes too; disabling only ``automation:write``.
+        """
+        action = "automation.enable" if enabled else "automation.disable"
+        require(caller, action, [WRITE])
         if self._transient(automation_id) is not None:
+            current = await self._visible(caller, automation_id, write=True)
+            self._require_change(caller, action, current.action_type, current.action_config, fires=enabled)
             return await self._transient_home().set_enabled(automation_id, enabled, expected_version)
         async with self._store.transaction() as tx:
+            current = await self._stored(tx, caller, automation_id, write=True)
+            self._require_change(caller, action, current.action_type, current.action_config, fires=enabled)
             automation, canceled = await tx.automations.set_enabled(
                 automation_id, enabled, expected_version=expected_version)
             if enabled:
@@ -139,9 +165,12 @@ class AutomationService:
         return automation, canceled
 
     async def delete(self, caller: Caller, automation_id: str) -> Deleted:
+        require(caller, "automation.delete", [WRITE])
         if self._transient(automation_id) is not None:
+            await self._visible(caller, automation_id, write=True)
             return await self._transient_home().delete(automation_id)
         async with self._store.transaction() as tx:
+            await self._stored(tx, caller, automation_id, write=True)
             deleted = await tx.automations.delete(automation_id)
             await self._announce_deleted(tx, deleted)
         return deleted
@@ -149,25 +178,33 @@ class AutomationService:
     async def delete_by(self, caller: Caller, *, session_id: str | None = None,
                         agent_id: str | None = None) -> Deleted:
         """Cascade-delete by session or agent label; their pending runs are canceled, history kept."""
+        require(caller, "automation.delete", [WRITE])
         if (session_id is None) == (agent_id is None):
             raise InvalidInput("session_id", session_id, "exactly one of session_id or agent_id")
+        if caller.agent_id is not None and agent_id != caller.agent_id:
+            raise InvalidInput("agent_id", agent_id, f"{caller.agent_id!r}: an agent-bound key deletes only its "
+                               "agent's automations")
+        owner = caller.owner_id  # a cascade never reaches another owner's automations
         async with self._store.transaction() as tx:
             if session_id is not None:
-                deleted = await tx.automations.delete_by_session(session_id)
+                deleted = await tx.automations.delete_by_session(session_id, owner_id=owner)
             else:
-                deleted = await tx.automations.delete_by_agent(str(agent_id))
+                deleted = await tx.automations.delete_by_agent(str(agent_id), owner_id=owner)
             await self._announce_deleted(tx, deleted)
         if self._transients is not None:
-            gone = await self._transients.delete_by(session_id=session_id, agent_id=agent_id)
+            gone = await self._transients.delete_by(owner_id=owner, session_id=session_id, agent_id=agent_id)
             deleted = Deleted(automation_ids=deleted.automation_ids + gone.automation_ids,
                               canceled_run_ids=deleted.canceled_run_ids + gone.canceled_run_ids)
         return deleted
 
     async def run_now(self, caller: Caller, automation_id: str) -> Run:
         """A manual run of the automation's current action (dedupe key ``manual:<id>``)."""
-        transient = self._transient(automation_id)
+        require(caller, "automation.run", [WRITE])
+        transient = await self._visible(caller, automation_id, write=True) if self._transient(automation_id) else None
         async with self._store.transaction() as tx:
-            automation = transient or await tx.automations.get(automation_id)
+            automation = transient or await self._stored(tx, caller, automation_id, write=True)
+            self._require_change(caller, "automation.run", automation.action_type, automation.action_config,
+                                 fires=True)
             now = await tx.now()
             inserted = await tx.runs.insert(NewRun(
                 automation_id=automation.id, dedupe_key=f"manual:{uuid.uuid4().hex}",
@@ -178,6 +215,33 @@ class AutomationService:
         return inserted.run
 
     # --- helpers ---------------------------------------------------------------------
+
+    def _require_change(self, caller: Caller, action: str, action_type: str, action_config: Mapping[str, Any], *,
+                        fires: bool) -> None:
+        """The double-scope rule: a change after which the automation can fire needs the action's scopes."""
+        if fires:
+            require(caller, action, self._parser.action_scopes(action_type, action_config))
+
+    def _require_update(self, caller: Caller, current: Automation, payload: Mapping[str, Any]) -> None:
+        spec = self._parser.parse(merged_payload(current, payload), check_ended="trigger" in payload)
+        self._require_change(caller, "automation.update", spec.action_type, spec.action_config, fires=current.enabled)
+
+    async def _visible(self, caller: Caller, automation_id: str, *, write: bool = False) -> Automation:
+        """The automation if the caller may reach it, else :class:`NotFound` exactly as for a missing id."""
+        transient = self._transient(automation_id)
+        if transient is not None:
+            owner = owner_by_id(caller, write=write)
+            if (owner is None or transient.owner_id == owner) and sees(caller, transient.agent_id):
+                return transient
+            raise NotFound("automation", automation_id)
+        async with self._store.transaction() as tx:
+            return await self._stored(tx, caller, automation_id, write=write)
+
+    async def _stored(self, tx: Transaction, caller: Caller, automation_id: str, *, write: bool) -> Automation:
+        automation = await tx.automations.get(automation_id, owner_id=owner_by_id(caller, write=write))
+        if not sees(caller, automation.agent_id):
+            raise NotFound("automation", automation_id)
+        return automation
 
     def _transient(self, automation_id: str) -> Automation | None:
         return self._transients.find(automation_id) if self._transients is not None else None
@@ -213,3 +277,13 @@ async def _move_past_cursor(tx: Transaction, automation: Automation) -> Automati
         return automation
     return await tx.automations.update(automation.id, automation.version, AutomationChanges(
         next_run_at=following, clear_next_run_at=following is None))
+
+
+def _agent_filter(caller: Caller, agent_id: str | None) -> str | None:
+    """An agent-bound key lists only its agent's automations (naming another agent is refused)."""
+    if caller.agent_id is None:
+        return agent_id
+    if agent_id is not None and agent_id != caller.agent_id:
+        raise InvalidInput("agent_id", agent_id, f"{caller.agent_id!r}: an agent-bound key lists only its agent's "
+                           "automations")
+    return caller.agent_id

@@ -14,11 +14,21 @@ from typing import Protocol
 from actwheel.clock import Clock
 from actwheel.service.actions import ActionService, TriggerService
 from actwheel.service.automations import AutomationService
+from actwheel.service.caller import Caller
+from actwheel.service.identity import KeyService, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
 from actwheel.service.runs import RunService
 from actwheel.settings import Settings
 
-__all__ = ["ControlPlane", "EngineStatus"]
+__all__ = ["Authenticates", "ControlPlane", "EngineStatus"]
+
+
+class Authenticates(Protocol):
+    """Turns a presented credential into a caller (the HTTP face's bearer key)."""
+
+    async def authenticate(self, token: str | None) -> Caller:
+        """:raises Unauthenticated: no credential, or a malformed, unknown, revoked or expired one"""
+        ...
 
 
 class EngineStatus(Protocol):
@@ -50,4 +60,7 @@ class ControlPlane:
     triggers: TriggerService
     ontology: OntologyService
     secrets: SecretService
+    principals: PrincipalService
+    keys: KeyService
+    authenticator: Authenticates
     status: EngineStatus

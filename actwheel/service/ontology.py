@@ -1,8 +1,11 @@
 """The ontology and secrets use cases every face shares.
 
-The ontology is shared by the installation (one set of object types, objects and relations); its
-changes go through :class:`~actwheel.actions.storage_ontology.StorageOntology`, which writes their
-CDC events. Secrets belong to their owner; values are encrypted with the server's key and never
+The ontology is shared by the installation (one set of object types, objects and relations), guarded
+by the ``ontology:*`` scopes and the pipeline's ABAC rules, not by owner: reading needs
+``ontology:read``, defining a type ``ontology:schema``, and changing objects and relations happens
+only through actions (``ontology:write``, checked when the run is dispatched). Its changes go
+through :class:`~actwheel.actions.storage_ontology.StorageOntology`, which writes their CDC events.
+Secrets belong to their owner; values are encrypted with the server's key and never
 answered back (only a name and a mask).
 """
 
@@ -16,10 +19,13 @@ from actwheel.actions.secrets import MASK, SecretCipher
 from actwheel.actions.storage_ontology import StorageOntology
 from actwheel.actions.storage_secrets import SecretStore, StoredSecret, validate_secret_name
 from actwheel.errors import Conflict, InvalidInput, NotAvailable
+from actwheel.service.authorize import require
 from actwheel.service.caller import Caller
 from actwheel.storage.base import Store
 
 __all__ = ["OntologyService", "SecretService"]
+
+READ = "ontology:read"
 
 
 class OntologyService:
@@ -31,22 +37,27 @@ class OntologyService:
 
         :raises InvalidInput: a bad spec, naming the field
         """
+        require(caller, "ontology.define_type", ["ontology:schema"])
         return await self._ontology.define_type(ObjectType.from_spec(spec))
 
     async def list_types(self, caller: Caller) -> list[tuple[ObjectType, int]]:
+        require(caller, "ontology.read", [READ])
         return await self._ontology.list_types()
 
     async def list_objects(self, caller: Caller, object_type: str | None, *, include_deleted: bool,
                            limit: int) -> list[OntologyObject]:
+        require(caller, "ontology.read", [READ])
         return await self._ontology.list_objects(object_type, include_deleted=include_deleted, limit=limit)
 
     async def get_object(self, caller: Caller, object_id: str, *, include_deleted: bool) -> OntologyObject:
         """:raises NotFound: no such object (or soft-deleted and not ``include_deleted``)"""
+        require(caller, "ontology.read", [READ])
         return await self._ontology.get_object(object_id, include_deleted=include_deleted)
 
     async def list_relations(self, caller: Caller, *, source: str | None, target: str | None,
                              limit: int) -> list[Relation]:
         """:raises InvalidInput: neither ``source`` nor ``target``"""
+        require(caller, "ontology.read", [READ])
         if source is None and target is None:
             raise InvalidInput("source", None, "an object id (or target=<object id>)")
         return await self._ontology.list_relations(source=source, target=target, limit=limit)
@@ -69,6 +80,7 @@ class SecretService:
         :raises Conflict: ``name`` exists and ``replace`` is false
         :raises NotAvailable: the server has no secret key
         """
+        require(caller, "secret.write", ["secret:write"])
         name = validate_secret_name(name)
         if not isinstance(replace, bool):
             raise InvalidInput("replace", replace, "true or false")
@@ -85,6 +97,7 @@ class SecretService:
 
     async def names(self, caller: Caller) -> list[str]:
         """The caller's secret names, sorted."""
+        require(caller, "secret.read", ["secret:read"])
         async with self._store.transaction() as tx:
             return await tx.secrets.names(caller.owner_id)
 

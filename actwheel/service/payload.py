@@ -76,6 +76,13 @@ class SpecParser:
         return AutomationSpec(name, trigger, trigger.to_spec(), action_type, action_config, policy, labels,
                               bool(enabled), durable)
 
+    def action_scopes(self, action_type: str, action_config: Mapping[str, Any]) -> frozenset[str]:
+        """The scopes running this action needs (a composite's steps included).
+
+        :raises InvalidInput: ``action_type`` is not registered
+        """
+        return self._registry.get(action_type).required_scopes_for(action_config)
+
     def _parse_action(self, payload: Mapping[str, Any], errors: list[FieldError]) -> tuple[str, dict[str, Any]]:
         action = payload.get("action")
         if action is None:

@@ -95,9 +95,9 @@ class TransientAutomations:
     async def delete(self, automation_id: str) -> Deleted:
         return await self._delete(lambda registry: [registry.get(automation_id).id])
 
-    async def delete_by(self, *, session_id: str | None, agent_id: str | None) -> Deleted:
+    async def delete_by(self, *, owner_id: str, session_id: str | None, agent_id: str | None) -> Deleted:
         return await self._delete(lambda registry: [a.id for a in registry.query(
-            session_id=session_id, agent_id=agent_id, limit=max(1, len(registry)))])
+            owner_id=owner_id, session_id=session_id, agent_id=agent_id, limit=max(1, len(registry)))])
 
     async def _delete(self, select: Callable[[TransientRegistry], list[str]]) -> Deleted:
         """Cancel the waiting runs of the ones ``select`` picks (committed first: a failure leaves them in

@@ -25,7 +25,7 @@ ORDER_SPEC = {"name": "Order", "properties": {"sku": {"type": "string"}}, "requi
 @pytest.fixture
 def engine(db_url: str, store: Store, clock: VirtualClock) -> Engine:
     """An engine over the test store; its actors are never started."""
-    return Engine(Settings(database_url=db_url, instance="t"), clock=clock, store=store, bus=MemoryBus())
+    return Engine(Settings(database_url=db_url, instance="t", auth=False), clock=clock, store=store, bus=MemoryBus())
 
 
 @pytest.fixture

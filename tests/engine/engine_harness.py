@@ -63,7 +63,7 @@ class Stack:
     def engine(self, instance: str = "test-1", **settings: Any) -> Engine:
         values: dict[str, Any] = {"database_url": self.database_url, "broker_url": self.broker_url or "memory://",
                                   "instance": instance, "lease_s": 5.0, "sweep_interval_s": 1.0, "grace_s": 3.0,
-                                  "stale_pending_s": 5.0}
+                                  "stale_pending_s": 5.0, "auth": False}
         values.update(settings)
         self.queues.add(f"{self.prefix}actwheel.ticker.{values['instance']}")
         store = open_store(self.database_url, clock=self.clock)

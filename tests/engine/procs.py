@@ -99,7 +99,7 @@ class EngineProcess:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "actwheel", "run", "--database", self._database, "--broker", self._broker,
-               "--http", f"127.0.0.1:{self.port}", "--log-level", "WARNING"]
+               "--http", f"127.0.0.1:{self.port}", "--log-level", "WARNING", "--insecure-no-auth"]
         if self._actors:
             cmd += ["--actors", ",".join(self._actors)]
         if not self._partition_leases:

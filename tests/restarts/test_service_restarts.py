@@ -2,8 +2,9 @@
 back, and the runs complete afterwards (services stack, one engine in this process).
 
 These disrupt the shared ``ops/dev-services`` instances, so they are marked ``restart`` (run after
-every other test, see ``tests/conftest.py``) and always bring the service back in a ``finally``. Each outage lasts ``OUTAGE_S`` seconds: that is
-the scenario, not a synchronisation; everything after it waits on conditions.
+every other test, see ``tests/conftest.py``) and always bring the service back in a ``finally``.
+Each outage lasts ``OUTAGE_S`` seconds: that is the scenario, not a
+synchronisation; everything after it waits on conditions.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def clock() -> VirtualClock:
 @pytest.fixture
 async def engine(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Engine]:
     """An engine on a fresh SQLite file with a VirtualClock; store started, actors not."""
-    built = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t"), clock=clock)
+    built = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False), clock=clock)
     await built.store.start()
     try:
         yield built

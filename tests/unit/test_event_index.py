@@ -27,7 +27,7 @@ CRON = {"type": "cron", "expression": "0 9 * * *"}
 
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
-    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1"),
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1", auth=False),
                     clock=VirtualClock(T0))
     await engine.store.start()
     await engine.bus.start()

@@ -293,7 +293,8 @@ async def test_a_due_instant_becomes_one_run_with_its_snapshots(engine: Engine, 
     assert (run.origin, run.status, run.scheduled_for, run.owner_id) == (Origin.SCHEDULE, RunStatus.PENDING, at,
                                                                          "alice")
     assert (run.action_type, run.action_config, run.policy) == ("simple.op", LOG["config"], automation.policy)
-    assert run.context == {OWNER_KEY: {"id": "alice", "scopes": ["*"]}, TRANSIENT_KEY: automation.id}
+    # a scheduled run carries no scopes: the router authorises it against its owner when dispatched
+    assert run.context == {OWNER_KEY: {"id": "alice", "scopes": []}, TRANSIENT_KEY: automation.id}
     assert await _outbox_keys(engine) == ["run.ready"]
     assert (await engine.service.get(ALICE, automation.id)).next_run_at == at + timedelta(minutes=1)
     async with engine.store.transaction() as tx:

@@ -1,4 +1,5 @@
-"""The parsed-spec cache (planner and transient timers): parsed once per automation version, never stale after a change."""
+"""The parsed-spec cache (planner and transient timers): parsed once per automation version, never stale
+after a change."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_capacity_bounds_the_cache() -> None:
 
 
 def test_a_failing_commit_observer_does_not_fail_the_committed_batch(tmp_path: Path) -> None:
-    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1"),
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", instance="test-1", auth=False),
                     clock=VirtualClock(T0))
     planner = engine.actors["planner"]
     assert isinstance(planner, Planner)

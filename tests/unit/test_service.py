@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from actwheel.engine import Engine
-from actwheel.errors import Conflict, InvalidInput, NotFound, Unsupported
+from actwheel.errors import Conflict, InvalidInput, NotFound, PermissionDenied, Unsupported
 from actwheel.messages import ActionRequested
 from actwheel.run_context import OWNER_KEY
 from actwheel.service import Caller
@@ -305,17 +305,26 @@ async def test_delete_one(engine: Engine) -> None:
 
 async def test_run_now_inserts_a_manual_pending_run_each_time(engine: Engine) -> None:
     automation = await engine.service.create(ALICE, _payload())
-    first = await engine.service.run_now(Caller("bob", frozenset({"x:y"})), automation.id)
+    first = await engine.service.run_now(Caller("alice", frozenset({"automation:write"})), automation.id)
     second = await engine.service.run_now(ALICE, automation.id)
     assert first.id != second.id
     assert first.origin is Origin.MANUAL
     assert first.status is RunStatus.PENDING
     assert first.dedupe_key.startswith("manual:")
     assert first.owner_id == "alice"  # runs belong to the automation's owner
-    assert first.context[OWNER_KEY] == {"id": "bob", "scopes": ["x:y"]}
+    assert first.context[OWNER_KEY] == {"id": "alice", "scopes": ["automation:write"]}  # what the requester held
     assert (first.action_type, first.action_config) == ("simple.op", LOG["config"])
     ready = [d for k, d in await _outbox(engine) if k == "run.ready"]
     assert [d["run_ids"] for d in ready] == [[first.id], [second.id]]
+
+
+async def test_another_owner_cannot_run_it_now_and_learns_nothing(engine: Engine) -> None:
+    automation = await engine.service.create(ALICE, _payload())
+    with pytest.raises(NotFound):
+        await engine.service.run_now(Caller("bob", frozenset({"automation:*"})), automation.id)
+    with pytest.raises(PermissionDenied) as refused:
+        await engine.service.run_now(Caller("alice", frozenset({"automation:read"})), automation.id)
+    assert refused.value.missing == ("automation:write",)
 
 
 async def test_run_now_of_a_missing_automation(engine: Engine) -> None:
