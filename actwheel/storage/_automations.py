@@ -51,6 +51,10 @@ def _labels(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _optional_text(field: str, value: Any) -> str | None:
+    return None if value is None else codec.text_field(field, value)
+
+
 def _labels_json(field: str, value: Any) -> JsonText:
     return codec.json_field(field, _labels(value))
 
@@ -111,11 +115,13 @@ class SqlAutomations(AutomationRepository):
         automation_id = codec.new_id() if new.id is None else codec.text_field("id", new.id)
         params = _spec_params(new, partial=False)
         params.update(id=automation_id, enabled=bool(new.enabled), durable=bool(new.durable),
-                      partition=codec.partition_of(automation_id, self._partitions))
+                      partition=codec.partition_of(automation_id, self._partitions),
+                      created_by=_optional_text("created_by", new.created_by),
+                      created_by_key=_optional_text("created_by_key", new.created_by_key))
         return params
 
-    async def get(self, automation_id: str) -> Automation:
-        row = await self._sql.fetchrow("get_automation", {"id": automation_id})
+    async def get(self, automation_id: str, *, owner_id: str | None = None) -> Automation:
+        row = await self._sql.fetchrow("get_automation", {"id": automation_id, "owner_id": owner_id})
         if row is None:
             raise NotFound("automation", automation_id)
         return automation_of(row)
@@ -223,11 +229,13 @@ class SqlAutomations(AutomationRepository):
             raise NotFound("automation", automation_id)
         return deleted
 
-    async def delete_by_session(self, session_id: str) -> Deleted:
-        return await self._delete("delete_automations_by_session", {"key": codec.text_field("session_id", session_id)})
+    async def delete_by_session(self, session_id: str, *, owner_id: str | None = None) -> Deleted:
+        params = {"key": codec.text_field("session_id", session_id), "owner_id": _optional_text("owner_id", owner_id)}
+        return await self._delete("delete_automations_by_session", params)
 
-    async def delete_by_agent(self, agent_id: str) -> Deleted:
-        return await self._delete("delete_automations_by_agent", {"key": codec.text_field("agent_id", agent_id)})
+    async def delete_by_agent(self, agent_id: str, *, owner_id: str | None = None) -> Deleted:
+        params = {"key": codec.text_field("agent_id", agent_id), "owner_id": _optional_text("owner_id", owner_id)}
+        return await self._delete("delete_automations_by_agent", params)
 
     async def delete_by_owner(self, owner_id: str) -> Deleted:
         return await self._delete("delete_automations_by_owner", {"key": codec.text_field("owner_id", owner_id)})

@@ -25,17 +25,19 @@ from actwheel.storage.records import (
     OutboxMessage,
     PartitionLease,
     Principal,
+    PrincipalKind,
     PrincipalStatus,
     RelationRecord,
     Run,
     RunStatus,
     SecretRecord,
+    SecurityEvent,
 )
 
 __all__ = [
     "ORIGINS", "STATUSES", "api_key_of", "audit_entry_of", "automation_of", "automation_of_spec_and_state",
     "dead_letter_of", "lease_of", "make_inserted", "make_run", "object_of", "object_type_of", "outbox_message_of",
-    "principal_of", "relation_of", "run_of", "secret_of",
+    "principal_of", "relation_of", "run_of", "secret_of", "security_event_of",
 ]
 
 
@@ -84,6 +86,8 @@ def automation_of(row: Row) -> Automation:
         partition=row["partition"],
         created_at=codec.req_dt(row["created_at"]),
         updated_at=codec.req_dt(row["updated_at"]),
+        created_by=row["created_by"],
+        created_by_key=row["created_by_key"],
     )
 
 
@@ -190,6 +194,13 @@ def principal_of(row: Row) -> Principal:
         version=row["version"],
         created_at=codec.req_dt(row["created_at"]),
         updated_at=codec.req_dt(row["updated_at"]),
+        kind=PrincipalKind(row["kind"]),
+        parent_id=row["parent_id"],
+        scopes=tuple(codec.loads(row["scopes"])),
+        on_behalf_of=tuple(codec.loads(row["on_behalf_of"])),
+        ban_reason=row["ban_reason"],
+        banned_by=row["banned_by"],
+        banned_at=codec.to_dt(row["banned_at"]),
     )
 
 
@@ -203,6 +214,22 @@ def api_key_of(row: Row) -> ApiKey:
         revoked=bool(row["revoked"]),
         created_at=codec.req_dt(row["created_at"]),
         revoked_at=codec.to_dt(row["revoked_at"]),
+        agent_id=row["agent_id"],
+        expires_at=codec.to_dt(row["expires_at"]),
+        last_used_at=codec.to_dt(row["last_used_at"]),
+        replaced_by=row["replaced_by"],
+    )
+
+
+def security_event_of(row: Row) -> SecurityEvent:
+    return SecurityEvent(
+        id=row["id"],
+        occurred_at=codec.req_dt(row["occurred_at"]),
+        kind=row["kind"],
+        principal_id=row["principal_id"],
+        key_id=row["key_id"],
+        actor_id=row["actor_id"],
+        detail=codec.loads(row["detail"]),
     )
 
 

@@ -285,8 +285,8 @@ class SqlRuns(RunRepository):
             found += await self._sql.fetch_rows("adhoc_runs_by_keys", adhoc)
         return {_run_key(r): run_of(r) for r in found}
 
-    async def get(self, run_id: str) -> Run:
-        row = await self._sql.fetchrow("get_run", {"id": run_id})
+    async def get(self, run_id: str, *, owner_id: str | None = None) -> Run:
+        row = await self._sql.fetchrow("get_run", {"id": run_id, "owner_id": owner_id})
         if row is None:
             raise NotFound("run", run_id)
         return run_of(row)

@@ -38,18 +38,22 @@ from actwheel.storage.records import (
     NewDeadLetter,
     NewOntologyObject,
     NewOutboxMessage,
+    NewPrincipal,
     NewRun,
+    NewSecurityEvent,
     ObjectRecord,
     ObjectTypeRecord,
     OutboxMessage,
     PartitionLease,
     Principal,
+    PrincipalKind,
     PrincipalStatus,
     RelationRecord,
     Run,
     RunOutcome,
     RunStatus,
     SecretRecord,
+    SecurityEvent,
 )
 
 __all__ = [
@@ -64,6 +68,7 @@ __all__ = [
     "PartitionLeaseRepository",
     "PrincipalRepository",
     "RunRepository",
+    "SecurityEventRepository",
     "Store",
     "StoredSecretRepository",
     "Transaction",
@@ -84,8 +89,12 @@ class AutomationRepository(ABC):
         """
 
     @abstractmethod
-    async def get(self, automation_id: str) -> Automation:
-        """:raises NotFound: no automation ``automation_id``"""
+    async def get(self, automation_id: str, *, owner_id: str | None = None) -> Automation:
+        """The automation ``automation_id``; with ``owner_id``, only if that owner's (filtered in
+        SQL, so another owner's automation is indistinguishable from a missing one).
+
+        :raises NotFound: no automation ``automation_id`` (of ``owner_id``, when given)
+        """
 
     @abstractmethod
     async def get_many(self, automation_ids: Sequence[str]) -> dict[str, Automation]:
@@ -164,12 +173,20 @@ class AutomationRepository(ABC):
         """
 
     @abstractmethod
-    async def delete_by_session(self, session_id: str) -> Deleted:
-        """Delete every automation labelled with ``session_id`` (cascade as :meth:`delete`)."""
+    async def delete_by_session(self, session_id: str, *, owner_id: str | None = None) -> Deleted:
+        """Delete every automation labelled with ``session_id`` (cascade as :meth:`delete`); with
+        ``owner_id``, only that owner's (in SQL: another owner's session is left alone).
+
+        :raises InvalidInput: ``session_id`` or ``owner_id`` is not a non-empty string
+        """
 
     @abstractmethod
-    async def delete_by_agent(self, agent_id: str) -> Deleted:
-        """Delete every automation labelled with ``agent_id`` (cascade as :meth:`delete`)."""
+    async def delete_by_agent(self, agent_id: str, *, owner_id: str | None = None) -> Deleted:
+        """Delete every automation labelled with ``agent_id`` (cascade as :meth:`delete`); with
+        ``owner_id``, only that owner's (in SQL).
+
+        :raises InvalidInput: ``agent_id`` or ``owner_id`` is not a non-empty string
+        """
 
     @abstractmethod
     async def delete_by_owner(self, owner_id: str) -> Deleted:
@@ -212,8 +229,12 @@ class RunRepository(ABC):
         """:meth:`insert` for many runs in one statement; results in the order of ``news``."""
 
     @abstractmethod
-    async def get(self, run_id: str) -> Run:
-        """:raises NotFound: no run ``run_id``"""
+    async def get(self, run_id: str, *, owner_id: str | None = None) -> Run:
+        """The run ``run_id``; with ``owner_id``, only if that owner's (filtered in SQL, so another
+        owner's run is indistinguishable from a missing one).
+
+        :raises NotFound: no run ``run_id`` (of ``owner_id``, when given)
+        """
 
     @abstractmethod
     async def query(
@@ -475,51 +496,178 @@ class OntologyRepository(ABC):
 
 
 class PrincipalRepository(ABC):
-    """Users. A banned owner's runs are SKIPPED(owner_inactive) by the engine."""
+    """Users, their agents and services (docs/design.md, Security). A banned owner's runs are
+    SKIPPED(owner_inactive) by the engine; the ceiling (``scopes``) is enforced by the auth
+    service, stored here as given. Every change bumps ``version``.
+    """
 
     @abstractmethod
-    async def create(
-        self, principal_id: str, display_name: str = "", status: PrincipalStatus = PrincipalStatus.ACTIVE
-    ) -> Principal:
-        """:raises Conflict: ``principal_id`` exists"""
+    async def create(self, new: NewPrincipal) -> Principal:
+        """Insert an ACTIVE principal at version 1.
+
+        An agent needs a ``parent_id`` naming a user; a user or a service has none (the
+        ``principals_parent_shape`` CHECK, and the insert's own condition on the parent's kind).
+
+        :raises Conflict: ``new.id`` exists
+        :raises NotFound: ``new.parent_id`` names no principal
+        :raises InvalidInput: a bad field; an agent without a parent, a user or service with one,
+            or a parent that is not a user
+        """
+
+    @abstractmethod
+    async def create_if_absent(self, new: NewPrincipal) -> tuple[Principal, bool]:
+        """:meth:`create` unless ``new.id`` exists (``INSERT … ON CONFLICT (id) DO NOTHING``, then a read).
+
+        Safe to race: of any number of concurrent callers exactly one creates the row (PostgreSQL
+        makes the others wait for its commit, then they read it).
+
+        :returns: the principal (as stored: an existing one is returned unchanged, whatever
+            ``new`` says) and whether this call created it
+        :raises NotFound: ``new.parent_id`` names no principal
+        :raises InvalidInput: as :meth:`create`
+        """
 
     @abstractmethod
     async def get(self, principal_id: str) -> Principal:
         """:raises NotFound: no such principal"""
 
     @abstractmethod
+    async def get_many(self, principal_ids: Sequence[str]) -> dict[str, Principal]:
+        """The principals of ``principal_ids`` by id, in one statement (the router reads the
+        owners of a claimed batch at once); missing ids are absent, never an error.
+
+        :raises InvalidInput: ``principal_ids`` is one string, or holds a non-string or empty id
+        """
+
+    @abstractmethod
     async def set_status(
         self, principal_id: str, status: PrincipalStatus, *, expected_version: int | None = None
     ) -> Principal:
-        """:raises NotFound: no such principal  :raises Conflict: ``expected_version`` does not hold"""
+        """Set the status alone (:meth:`ban` records why and by whom); ACTIVE clears the ban fields.
+
+        :raises NotFound: no such principal  :raises Conflict: ``expected_version`` does not hold
+        """
 
     @abstractmethod
-    async def query(self, *, status: PrincipalStatus | None = None, limit: int = 100) -> list[Principal]:
-        """Principals, by id."""
+    async def ban(self, principal_id: str, *, reason: str, by: str) -> Principal:
+        """BANNED, with ``ban_reason``, ``banned_by`` and ``banned_at`` (now) set; version + 1.
+        Banning a banned principal records the new reason.
+
+        :raises NotFound: no such principal
+        :raises InvalidInput: ``reason`` or ``by`` is not a non-empty string
+        """
+
+    @abstractmethod
+    async def unban(self, principal_id: str, *, by: str) -> Principal:
+        """ACTIVE, with the three ban fields cleared; version + 1. Who lifted the ban is the
+        caller's security event (:class:`SecurityEventRepository`): the row keeps no trace of a
+        ban that is over.
+
+        :raises NotFound: no such principal
+        :raises InvalidInput: ``by`` is not a non-empty string
+        """
+
+    @abstractmethod
+    async def set_scopes(self, principal_id: str, scopes: Sequence[str]) -> Principal:
+        """Replace the ceiling; version + 1. The scopes are stored as given (the auth service
+        validates them and keeps keys within it).
+
+        :raises NotFound: no such principal
+        :raises InvalidInput: ``scopes`` is one string or holds a non-string or empty scope
+        """
+
+    @abstractmethod
+    async def query(
+        self,
+        *,
+        kind: PrincipalKind | None = None,
+        status: PrincipalStatus | None = None,
+        parent_id: str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Principal]:
+        """Principals matching every given filter, by id (page with ``after_id``)."""
+
+    @abstractmethod
+    async def count(self, *, kind: PrincipalKind | None = None) -> int:
+        """How many principals (of ``kind``) exist."""
 
 
 class ApiKeyRepository(ABC):
-    """API keys: stored by hash only."""
+    """API keys: stored by hash only. A key is live while not revoked and not past
+    ``expires_at`` by the transaction's clock (:meth:`Transaction.now`)."""
 
     @abstractmethod
     async def create(self, new: NewApiKey) -> ApiKey:
-        """:raises NotFound: the owner does not exist  :raises Conflict: id or hash taken"""
+        """Insert a key. ``agent_id``, when given, must be an agent whose parent is the owner
+        (the insert's own condition, so no key of one user can act as another user's agent).
+
+        :raises NotFound: the owner, or the agent, does not exist
+        :raises Conflict: id or hash taken
+        :raises InvalidInput: a bad field, or ``agent_id`` is not an agent of ``owner_id``
+        """
 
     @abstractmethod
-    async def get(self, key_id: str) -> ApiKey:
-        """:raises NotFound: no such key"""
+    async def get(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
+        """The key ``key_id`` (live or not); with ``owner_id``, only if that owner's (in SQL).
+
+        :raises NotFound: no such key (of ``owner_id``, when given)
+        """
 
     @abstractmethod
     async def by_hash(self, key_hash: str) -> ApiKey | None:
-        """The key with this hash (revoked or not), or None."""
+        """The key with this hash (live or not: the caller tells the two apart), or None."""
 
     @abstractmethod
-    async def for_owner(self, owner_id: str) -> list[ApiKey]:
-        """An owner's keys, oldest first."""
+    async def for_owner(self, owner_id: str, *, include_dead: bool = False) -> list[ApiKey]:
+        """An owner's live keys (with ``include_dead``, revoked and expired ones too), oldest first."""
 
     @abstractmethod
-    async def revoke(self, key_id: str) -> ApiKey:
-        """Revoke (idempotent).  :raises NotFound: no such key"""
+    async def count_live(self, owner_id: str) -> int:
+        """How many live keys ``owner_id`` holds (a cap on keys per owner reads it)."""
+
+    @abstractmethod
+    async def revoke(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
+        """Revoke (idempotent: ``revoked_at`` keeps the first time); with ``owner_id``, only that owner's.
+
+        :raises NotFound: no such key (of ``owner_id``, when given)
+        """
+
+    @abstractmethod
+    async def mark_replaced(self, key_id: str, replaced_by: str, grace_until: datetime) -> ApiKey:
+        """Rotation: set ``replaced_by`` and cut ``expires_at`` to ``grace_until`` unless it
+        already ends sooner (the old key lives on at most until then).
+
+        :raises NotFound: no such key
+        :raises InvalidInput: ``replaced_by`` is not a non-empty string, ``grace_until`` is naive
+        """
+
+    @abstractmethod
+    async def touch(self, key_id: str, at: datetime) -> None:
+        """Record a use: ``last_used_at`` becomes ``at`` unless it is later already (concurrent
+        uses never move it back). An unknown key is ignored (usage is a hint, not a record).
+
+        :raises InvalidInput: ``at`` is naive
+        """
+
+
+class SecurityEventRepository(ABC):
+    """What happened to identities and keys, append-only. Never a key, a hash or a secret."""
+
+    @abstractmethod
+    async def append(self, new: NewSecurityEvent) -> SecurityEvent:
+        """Record an event at the transaction's now, with a new id.
+
+        :raises InvalidInput: ``kind`` is not a non-empty string of at most 100 characters,
+            ``detail`` is not a JSON object, or a detail field is named like a secret
+            (``key``, ``hash``, ``secret``, ``token``, ``password``...) or a value looks like an API key
+        """
+
+    @abstractmethod
+    async def query(
+        self, *, kind: str | None = None, principal_id: str | None = None, limit: int = 100
+    ) -> list[SecurityEvent]:
+        """Events matching every given filter, newest first."""
 
 
 class StoredSecretRepository(ABC):
@@ -636,6 +784,7 @@ class Transaction(ABC):
     ontology: OntologyRepository
     principals: PrincipalRepository
     api_keys: ApiKeyRepository
+    security_events: SecurityEventRepository
     secrets: StoredSecretRepository
     dead_letters: DeadLetterRepository
     partitions: PartitionLeaseRepository

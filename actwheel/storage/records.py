@@ -32,19 +32,23 @@ __all__ = [
     "NewDeadLetter",
     "NewOntologyObject",
     "NewOutboxMessage",
+    "NewPrincipal",
     "NewRun",
+    "NewSecurityEvent",
     "ObjectRecord",
     "ObjectTypeRecord",
     "Origin",
     "OutboxMessage",
     "PartitionLease",
     "Principal",
+    "PrincipalKind",
     "PrincipalStatus",
     "RelationRecord",
     "Run",
     "RunOutcome",
     "RunStatus",
     "SecretRecord",
+    "SecurityEvent",
 ]
 
 
@@ -104,6 +108,14 @@ class PrincipalStatus(StrEnum):
     BANNED = "BANNED"
 
 
+class PrincipalKind(StrEnum):
+    """Who a principal is: a person, an agent acting for one user, or a service on the bus."""
+
+    USER = "user"
+    AGENT = "agent"
+    SERVICE = "service"
+
+
 # --- automations --------------------------------------------------------------------
 
 
@@ -142,6 +154,9 @@ class Automation:
     partition: int
     created_at: datetime
     updated_at: datetime
+    #: who created it and with which key, for the audit only: authority is always the owner's
+    created_by: str | None = None
+    created_by_key: str | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -171,6 +186,9 @@ class NewAutomation:
     next_run_at: datetime | None = None
     end_at: datetime | None = None
     id: str | None = None
+    #: audit only (see :class:`Automation`): the principal and the key id that asked for it
+    created_by: str | None = None
+    created_by_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -398,27 +416,60 @@ class RelationRecord:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Principal:
+    """A user, an agent (``parent_id``: the user it acts for) or a service.
+
+    ``scopes`` is the ceiling: no key of this principal may hold more. ``on_behalf_of`` lists
+    the owners a service may act for (``("*",)`` = any). A ban records why, by whom and when.
+    """
+
     id: str
     display_name: str
     status: PrincipalStatus
     version: int
     created_at: datetime
     updated_at: datetime
+    kind: PrincipalKind = PrincipalKind.USER
+    parent_id: str | None = None
+    scopes: tuple[str, ...] = ()
+    on_behalf_of: tuple[str, ...] = ()
+    ban_reason: str | None = None
+    banned_by: str | None = None
+    banned_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewPrincipal:
+    """What :meth:`PrincipalRepository.create` needs; an agent needs ``parent_id``, nothing else has one."""
+
+    id: str
+    kind: PrincipalKind
+    scopes: tuple[str, ...]
+    parent_id: str | None = None
+    display_name: str = ""
+    on_behalf_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NewApiKey:
-    """``key_hash`` is a hash of the secret (hashing is the caller's job); never the secret."""
+    """``key_hash`` is a hash of the secret (hashing is the caller's job); never the secret.
+
+    ``agent_id``: the owner's agent this key acts as (None: the owner itself).
+    """
 
     owner_id: str
     key_hash: str = field(repr=False)
     scopes: tuple[str, ...] = ()
     name: str = ""
     id: str | None = None
+    agent_id: str | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApiKey:
+    """A stored key. Live while not revoked and not past ``expires_at``; ``replaced_by`` names
+    the key that rotated it out (it stays live until its grace period ends)."""
+
     id: str
     owner_id: str
     key_hash: str = field(repr=False)
@@ -427,6 +478,36 @@ class ApiKey:
     revoked: bool
     created_at: datetime
     revoked_at: datetime | None
+    agent_id: str | None = None
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
+    replaced_by: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewSecurityEvent:
+    """Something that happened to an identity (created, banned, key revoked, refused...).
+
+    Ids and a JSON ``detail`` only: never a key, a hash or a secret (the store refuses
+    detail fields named like one).
+    """
+
+    kind: str
+    principal_id: str | None = None
+    key_id: str | None = None
+    actor_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SecurityEvent:
+    id: str
+    occurred_at: datetime
+    kind: str
+    principal_id: str | None
+    key_id: str | None
+    actor_id: str | None
+    detail: dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

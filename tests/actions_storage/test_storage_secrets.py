@@ -22,6 +22,7 @@ from actwheel.actions.storage_secrets import (
 )
 from actwheel.errors import Conflict, InvalidInput, NotFound, SecretKeyMissing
 from actwheel.storage import Store
+from actwheel.storage.records import NewPrincipal, PrincipalKind
 
 VALUE = "s3cr3t-Value-that-must-never-leak"
 KEY = SecretCipher.generate_key()
@@ -146,7 +147,7 @@ async def test_stored_secrets_without_a_key_refuse_to_start(secrets: SecretStore
 
 async def test_secrets_of_a_known_principal_also_refuse_to_start(secrets: SecretStore, store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.principals.create("carol")
+        await tx.principals.create(NewPrincipal(id="carol", kind=PrincipalKind.USER, scopes=("*",)))
     await secrets.put("carol", "token", VALUE)
     with pytest.raises(SecretKeyMissing, match="carol"):
         await secret_resolver_from_env(store, {})

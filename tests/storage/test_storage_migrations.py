@@ -23,7 +23,7 @@ from actwheel.storage import sqlite as sqlite_adapter
 from actwheel.storage._codec import to_micros
 from actwheel.storage._sql import load_migrations, load_queries
 from actwheel.storage.postgres import PostgresStore
-from actwheel.storage.records import AutomationStatus, NewRun, RunStatus
+from actwheel.storage.records import AutomationStatus, NewPrincipal, NewRun, PrincipalKind, RunStatus
 from actwheel.storage.sqlite import SqliteStore
 
 _ROW_0001 = (
@@ -93,7 +93,7 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
     finally:
         await upgrading.stop()
     assert applied == ["0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
-                       "0005_cheaper_claims_and_cursors", "0006_event_automations"]
+                       "0005_cheaper_claims_and_cursors", "0006_identity_and_event_index"]
     assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
         True, AutomationStatus.ACTIVE, T0, 3, 7)
     assert (due.owner_id, due.labels, due.trigger, due.created_at) == (
@@ -151,7 +151,7 @@ async def test_concurrent_migrations_apply_each_migration_once(backend: Backend)
 async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None:
     out = io.StringIO()
     names = ["0001_init", "0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
-             "0005_cheaper_claims_and_cursors", "0006_event_automations"]
+             "0005_cheaper_claims_and_cursors", "0006_identity_and_event_index"]
     assert await migrate(backend.url, out) == names
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()
@@ -203,7 +203,7 @@ async def test_in_memory_sqlite_works() -> None:
     await store.start()
     try:
         async with store.transaction() as tx:
-            await tx.principals.create("alice")
+            await tx.principals.create(NewPrincipal(id="alice", kind=PrincipalKind.USER, scopes=("*",)))
         async with store.transaction() as tx:
             assert (await tx.principals.get("alice")).id == "alice"
     finally:

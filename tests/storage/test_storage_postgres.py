@@ -101,7 +101,7 @@ async def test_driver_errors_never_cross_the_port(url: str) -> None:
     try:
         with pytest.raises(StorageError) as info:
             async with store.transaction() as tx:
-                await tx._sql.fetch("get_run", {"id": 12})  # type: ignore[attr-defined]  # wrong type
+                await tx._sql.fetch("get_run", {"id": 12, "owner_id": None})  # type: ignore[attr-defined]  # wrong type
         assert not isinstance(info.value, asyncpg.PostgresError)
     finally:
         await store.stop()

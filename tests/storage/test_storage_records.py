@@ -15,6 +15,8 @@ from actwheel.storage.records import (
     NewAuditEntry,
     NewDeadLetter,
     NewOutboxMessage,
+    NewPrincipal,
+    PrincipalKind,
     PrincipalStatus,
 )
 
@@ -155,9 +157,10 @@ async def test_objects_soft_delete_update_restore_and_relations(store: Store) ->
 
 async def test_principals_and_api_keys(store: Store) -> None:
     async with store.transaction() as tx:
-        alice = await tx.principals.create("alice", "Alice")
+        alice = await tx.principals.create(NewPrincipal(id="alice", kind=PrincipalKind.USER, scopes=("*",),
+                                                          display_name="Alice"))
         with pytest.raises(Conflict):
-            await tx.principals.create("alice")
+            await tx.principals.create(NewPrincipal(id="alice", kind=PrincipalKind.USER, scopes=()))
         banned = await tx.principals.set_status("alice", PrincipalStatus.BANNED, expected_version=1)
         with pytest.raises(Conflict):
             await tx.principals.set_status("alice", PrincipalStatus.ACTIVE, expected_version=1)
@@ -172,7 +175,8 @@ async def test_principals_and_api_keys(store: Store) -> None:
         assert await tx.api_keys.by_hash("sha256:zzz") is None
         revoked = await tx.api_keys.revoke(key.id)
         again = await tx.api_keys.revoke(key.id)
-        owned = await tx.api_keys.for_owner("alice")
+        owned = await tx.api_keys.for_owner("alice", include_dead=True)
+        live = await tx.api_keys.for_owner("alice")
     assert alice.status is PrincipalStatus.ACTIVE
     assert banned.status is PrincipalStatus.BANNED
     assert banned.version == 2
@@ -182,6 +186,7 @@ async def test_principals_and_api_keys(store: Store) -> None:
     assert revoked.revoked
     assert again.revoked_at == revoked.revoked_at
     assert [k.id for k in owned] == [key.id]
+    assert live == []  # a revoked key is dead
 
 
 async def test_secrets_hold_ciphertext_and_rotate(store: Store) -> None:

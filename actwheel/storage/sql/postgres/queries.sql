@@ -38,9 +38,9 @@ SELECT current_schema() AS schema;
 
 -- name: insert_automation
 INSERT INTO automation_specs (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
-    action_config, policy, durable, end_at)
+    action_config, policy, durable, end_at, created_by, created_by_key)
 VALUES (:id, :owner_id, :name, :labels::jsonb, :session_id, :agent_id, :trigger::jsonb, :action_type,
-    :action_config::jsonb, :policy::jsonb, :durable, :end_at)
+    :action_config::jsonb, :policy::jsonb, :durable, :end_at, :created_by, :created_by_key)
 RETURNING *;
 
 -- name: insert_automation_state
@@ -49,7 +49,8 @@ VALUES (:id, :partition, :enabled, :status, :next_run_at, 1)
 RETURNING *;
 
 -- name: get_automation
-SELECT * FROM automations WHERE id = :id;
+-- With :owner_id, another owner's automation is not found, exactly like a missing id.
+SELECT * FROM automations WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
 
 -- name: get_automations
 SELECT * FROM automations WHERE id = ANY(:ids::text[]);
@@ -151,10 +152,12 @@ RETURNING id;
 DELETE FROM automation_specs WHERE id = :id RETURNING id;
 
 -- name: delete_automations_by_session
-DELETE FROM automation_specs WHERE session_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE session_id = :key AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+RETURNING id;
 
 -- name: delete_automations_by_agent
-DELETE FROM automation_specs WHERE agent_id = :key RETURNING id;
+DELETE FROM automation_specs WHERE agent_id = :key AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+RETURNING id;
 
 -- name: delete_automations_by_owner
 DELETE FROM automation_specs WHERE owner_id = :key RETURNING id;
@@ -212,7 +215,7 @@ JOIN json_to_recordset(:rows::json) AS k (owner_id text, dedupe_key text)
 WHERE r.automation_id IS NULL;
 
 -- name: get_run
-SELECT * FROM runs WHERE id = :id;
+SELECT * FROM runs WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
 
 -- name: query_runs
 SELECT * FROM runs
@@ -458,34 +461,117 @@ DELETE FROM relations WHERE id = :id RETURNING *;
 
 -- ---------------------------------------------------------------- principals, keys, secrets
 -- name: insert_principal
-INSERT INTO principals (id, display_name, status) VALUES (:id, :display_name, :status) RETURNING *;
+-- An agent's parent must be a user: with any other parent (or none found) nothing is inserted.
+INSERT INTO principals (id, display_name, status, kind, parent_id, scopes, on_behalf_of)
+SELECT :id::text, :display_name::text, 'ACTIVE', :kind::text, :parent_id::text, :scopes::jsonb, :on_behalf_of::jsonb
+WHERE :parent_id::text IS NULL OR EXISTS (SELECT 1 FROM principals WHERE id = :parent_id AND kind = 'user')
+RETURNING *;
+
+-- name: insert_principal_if_absent
+-- insert_principal, but an existing id is no error: nothing is inserted (a concurrent insert of
+-- the same id makes this wait for its commit, so of two racers one creates).
+INSERT INTO principals (id, display_name, status, kind, parent_id, scopes, on_behalf_of)
+SELECT :id::text, :display_name::text, 'ACTIVE', :kind::text, :parent_id::text, :scopes::jsonb, :on_behalf_of::jsonb
+WHERE :parent_id::text IS NULL OR EXISTS (SELECT 1 FROM principals WHERE id = :parent_id AND kind = 'user')
+ON CONFLICT (id) DO NOTHING
+RETURNING *;
 
 -- name: get_principal
 SELECT * FROM principals WHERE id = :id;
 
+-- name: get_principals
+SELECT * FROM principals WHERE id = ANY(:ids::text[]);
+
 -- name: set_principal_status
-UPDATE principals SET status = :status, version = version + 1, updated_at = now()
+UPDATE principals SET status = :status, version = version + 1, updated_at = now(),
+    ban_reason = CASE WHEN :status = 'ACTIVE' THEN NULL ELSE ban_reason END,
+    banned_by = CASE WHEN :status = 'ACTIVE' THEN NULL ELSE banned_by END,
+    banned_at = CASE WHEN :status = 'ACTIVE' THEN NULL ELSE banned_at END
 WHERE id = :id AND (:expected_version::bigint IS NULL OR version = :expected_version)
 RETURNING *;
 
+-- name: ban_principal
+UPDATE principals SET status = 'BANNED', ban_reason = :reason, banned_by = :by, banned_at = now(),
+    version = version + 1, updated_at = now()
+WHERE id = :id
+RETURNING *;
+
+-- name: unban_principal
+UPDATE principals SET status = 'ACTIVE', ban_reason = NULL, banned_by = NULL, banned_at = NULL,
+    version = version + 1, updated_at = now()
+WHERE id = :id
+RETURNING *;
+
+-- name: set_principal_scopes
+UPDATE principals SET scopes = :scopes::jsonb, version = version + 1, updated_at = now()
+WHERE id = :id
+RETURNING *;
+
 -- name: query_principals
-SELECT * FROM principals WHERE (:status::text IS NULL OR status = :status) ORDER BY id LIMIT :limit;
+SELECT * FROM principals
+WHERE (:kind::text IS NULL OR kind = :kind)
+  AND (:status::text IS NULL OR status = :status)
+  AND (:parent_id::text IS NULL OR parent_id = :parent_id)
+  AND (:after_id::text IS NULL OR id > :after_id)
+ORDER BY id
+LIMIT :limit;
+
+-- name: count_principals
+SELECT count(*) AS n FROM principals WHERE (:kind::text IS NULL OR kind = :kind);
 
 -- name: insert_api_key
-INSERT INTO api_keys (id, owner_id, key_hash, scopes, name) VALUES (:id, :owner_id, :key_hash, :scopes::jsonb, :name)
+-- A key may act as an agent only if the agent's parent is the key's owner: otherwise nothing is
+-- inserted (the repository then tells a missing owner or agent from a foreign one).
+INSERT INTO api_keys (id, owner_id, key_hash, scopes, name, agent_id, expires_at)
+SELECT :id::text, :owner_id::text, :key_hash::text, :scopes::jsonb, :name::text, :agent_id::text, :expires_at::timestamptz
+WHERE :agent_id::text IS NULL
+   OR EXISTS (SELECT 1 FROM principals WHERE id = :agent_id AND kind = 'agent' AND parent_id = :owner_id)
 RETURNING *;
 
 -- name: get_api_key
-SELECT * FROM api_keys WHERE id = :id;
+SELECT * FROM api_keys WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
 
 -- name: api_key_by_hash
 SELECT * FROM api_keys WHERE key_hash = :key_hash;
 
 -- name: api_keys_for_owner
-SELECT * FROM api_keys WHERE owner_id = :owner_id ORDER BY created_at, id;
+SELECT * FROM api_keys
+WHERE owner_id = :owner_id
+  AND (:include_dead::boolean OR (NOT revoked AND (expires_at IS NULL OR expires_at > now())))
+ORDER BY created_at, id;
+
+-- name: count_live_api_keys
+SELECT count(*) AS n FROM api_keys
+WHERE owner_id = :owner_id AND NOT revoked AND (expires_at IS NULL OR expires_at > now());
 
 -- name: revoke_api_key
-UPDATE api_keys SET revoked = true, revoked_at = coalesce(revoked_at, now()) WHERE id = :id RETURNING *;
+UPDATE api_keys SET revoked = true, revoked_at = coalesce(revoked_at, now())
+WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+RETURNING *;
+
+-- name: mark_api_key_replaced
+UPDATE api_keys SET replaced_by = :replaced_by,
+    expires_at = least(coalesce(expires_at, :grace_until::timestamptz), :grace_until::timestamptz)
+WHERE id = :id
+RETURNING *;
+
+-- name: touch_api_key
+-- Never backwards: of two concurrent uses the later instant stays.
+UPDATE api_keys SET last_used_at = :at::timestamptz
+WHERE id = :id AND (last_used_at IS NULL OR last_used_at < :at::timestamptz)
+RETURNING id;
+
+-- name: insert_security_event
+INSERT INTO security_events (id, kind, principal_id, key_id, actor_id, detail)
+VALUES (:id, :kind, :principal_id, :key_id, :actor_id, :detail::jsonb)
+RETURNING *;
+
+-- name: query_security_events
+SELECT * FROM security_events
+WHERE (:kind::text IS NULL OR kind = :kind)
+  AND (:principal_id::text IS NULL OR principal_id = :principal_id)
+ORDER BY occurred_at DESC, id DESC
+LIMIT :limit;
 
 -- name: insert_secret
 INSERT INTO secrets (id, owner_id, name, ciphertext) VALUES (:id, :owner_id, :name, :ciphertext) RETURNING *;
