@@ -32,7 +32,7 @@ from referencing.jsonschema import DRAFT7
 from services import rabbitmq_url
 
 from actwheel.actors.consumer import ConsumerActor
-from actwheel.actors.queues import AUDITED_CHANGES as _AUTOMATION_CHANGES
+from actwheel.actors.queues import AUTOMATION_CHANGES as _AUTOMATION_CHANGES
 from actwheel.bus.envelope import decode
 from actwheel.bus.topology import CDC, COMMANDS, DLX, EVENTS, Topology
 from actwheel.clock import VirtualClock
