@@ -51,7 +51,7 @@ from actwheel.messages import (
     message_from_data,
 )
 from actwheel.settings import Settings
-from actwheel.storage.records import Origin, RunStatus
+from actwheel.storage.records import NewPrincipal, Origin, PrincipalKind, RunStatus
 from actwheel.triggers import parse as parse_trigger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -668,6 +668,9 @@ async def test_examples_drive_a_real_engine(tmp_path: Path, publisher: ModuleTyp
     queue_name = ""
     try:
         await engine.start()
+        async with engine.store.transaction() as tx:  # runs are authorised against their owner at dispatch
+            await tx.principals.create(NewPrincipal(id=owner, kind=PrincipalKind.USER,
+                                                    scopes=("automation:*", "run:read", "action:request")))
         async with (raw_tap(url, topology.commands, "#") as tap,
                     running_subscriber(subscriber, url, prefix, recorder,
                                        (*subscriber.DEFAULT_PATTERNS, "automation.created")) as queue_name):

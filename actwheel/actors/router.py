@@ -37,7 +37,7 @@ from actwheel.messages import ActionRequested, CompletedAction, RunsReady, messa
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
-from actwheel.service import ActionService, Caller
+from actwheel.service import ActionService
 from actwheel.service.caller import grant_of
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
@@ -140,7 +140,7 @@ class ExecutorRouter(ConsumerActor):
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, ActionRequested):
                 raise InvalidMessage("type", delivery.envelope.type, ActionRequested.TYPE)
-            await self._actions.submit(Caller(message.owner_id, frozenset(message.scopes)), message)
+            await self._actions.submit_published(message)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 

@@ -62,6 +62,18 @@ class ActionService:
                 await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
         return inserted
 
+    async def submit_published(self, request: ActionRequested) -> InsertedRun:
+        """Insert a run for a request that arrived on the bus: no scope gate here — the scopes it declares
+        are its snapshot, and the router authorises the run when it is dispatched (snapshot ∩ the owner's
+        ceiling; a missing or banned owner's run is SKIPPED). Whoever may publish ``action.request``
+        is decided by the bus (docs/bus.md)."""
+        caller = Caller(request.owner_id, frozenset(request.scopes))
+        async with self._store.transaction() as tx:
+            inserted = await self._insert(tx, caller, request)
+            if inserted.created:
+                await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
+        return inserted
+
     async def _insert(self, tx: Transaction, caller: Caller, request: ActionRequested) -> InsertedRun:
         key = request.idempotency_key or uuid.uuid4().hex
         context: dict[str, Any] = {**request.context, OWNER_KEY: caller_snapshot(caller)}
