@@ -1,0 +1,283 @@
+"""Principals and API keys: the use cases behind ``/v1/principals``, ``/v1/keys`` and the CLI.
+
+- A **user** owns automations, secrets and keys; an **agent** belongs to one user and acts for it
+  with a narrower ceiling; a **service** publishes on the bus (its ``on_behalf_of`` names the owners
+  it may act for). Each has a scope *ceiling*.
+- A key is shown exactly once, when created or rotated; only ``sha256(key)`` is stored. A key never
+  grants more than its principal holds (effective scopes = key ∩ user ceiling ∩ agent ceiling), and
+  a key may only mint keys its own effective grant covers. A principal has at most
+  :data:`MAX_LIVE_KEYS` live keys.
+- Every change is a security event (ids only: never a key, a hash or a secret), in the same
+  transaction as the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from actwheel.auth.keys import new_key
+from actwheel.auth.scopes import Grant, validate_scopes
+from actwheel.clock import Clock
+from actwheel.errors import Conflict, InvalidInput, NotFound
+from actwheel.service.authorize import ADMIN_READ, ADMIN_WRITE, require
+from actwheel.service.caller import Caller
+from actwheel.storage.base import Store, Transaction
+from actwheel.storage.records import (
+    ApiKey,
+    NewApiKey,
+    NewPrincipal,
+    NewSecurityEvent,
+    Principal,
+    PrincipalKind,
+)
+
+__all__ = ["DEFAULT_KEY_TTL", "MAX_LIVE_KEYS", "KeyService", "MintedKey", "PrincipalService", "describe_key",
+           "describe_principal"]
+
+#: How long a key lives unless asked otherwise.
+DEFAULT_KEY_TTL = timedelta(days=90)
+#: How long the old key of a rotation keeps working unless asked otherwise.
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
+MAX_LIVE_KEYS = 20
+_MAX_TTL_S = 10 * 365 * 86400
+_KINDS = ", ".join(k.value for k in PrincipalKind)
+
+
+@dataclass(frozen=True, slots=True)
+class MintedKey:
+    """A key as created: the only time its token exists outside the client."""
+
+    key: ApiKey
+    token: str = field(repr=False)
+
+
+class PrincipalService:
+    def __init__(self, *, store: Store) -> None:
+        self._store = store
+
+    async def create(self, caller: Caller, body: Mapping[str, Any]) -> Principal:
+        """``{"id", "kind", "scopes", "parent_id"?, "display_name"?, "on_behalf_of"?}`` → the principal.
+
+        :raises PermissionDenied: no ``admin:write``
+        :raises InvalidInput: naming the bad field
+        :raises Conflict: the id exists
+        """
+        require(caller, "principal.create", [ADMIN_WRITE])
+        new = _new_principal(body)
+        async with self._store.transaction() as tx:
+            if new.parent_id is not None:
+                await _check_parent(tx, new.parent_id)
+            created = await tx.principals.create(new)
+            await _event(tx, "principal.created", caller, principal_id=created.id, detail={"kind": created.kind})
+        return created
+
+    async def list(self, caller: Caller, *, kind: PrincipalKind | None = None, after_id: str | None = None,
+                   limit: int = 100) -> list[Principal]:
+        require(caller, "principal.list", [ADMIN_READ])
+        async with self._store.transaction() as tx:
+            return await tx.principals.query(kind=kind, after_id=after_id, limit=limit)
+
+    async def ban(self, caller: Caller, principal_id: str, reason: Any) -> Principal:
+        """Ban a principal: its keys stop working and its runs are SKIPPED(owner_inactive) from the next claim.
+
+        :raises InvalidInput: no ``reason``
+        """
+        require(caller, "principal.ban", [ADMIN_WRITE])
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
+            raise InvalidInput("reason", reason, "why, in at most 500 characters")
+        if principal_id == caller.who:
+            raise InvalidInput("id", principal_id, "another principal: nobody bans themselves")
+        async with self._store.transaction() as tx:
+            banned = await tx.principals.ban(principal_id, reason=reason, by=caller.who)
+            await _event(tx, "principal.banned", caller, principal_id=principal_id, detail={"reason": reason})
+        return banned
+
+    async def unban(self, caller: Caller, principal_id: str) -> Principal:
+        require(caller, "principal.unban", [ADMIN_WRITE])
+        async with self._store.transaction() as tx:
+            unbanned = await tx.principals.unban(principal_id, by=caller.who)
+            await _event(tx, "principal.unbanned", caller, principal_id=principal_id)
+        return unbanned
+
+
+class KeyService:
+    def __init__(self, *, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def create(self, caller: Caller, body: Mapping[str, Any]) -> MintedKey:
+        """``{"name", "scopes", "principal_id"?, "agent_id"?, "expires_in_s"?}`` → the key, shown once.
+
+        The principal defaults to the caller's owner; naming another needs ``admin:write``. The new
+        key's scopes must be covered by the caller's own effective scopes.
+
+        :raises PermissionDenied: no ``key:write``; another principal without ``admin:write``; broader
+            than the caller
+        :raises InvalidInput: naming the bad field; :data:`MAX_LIVE_KEYS` live keys already
+        """
+        require(caller, "key.create", ["key:write"])
+        name = _name(body.get("name"))
+        scopes = validate_scopes(body.get("scopes"), "scopes", allow_all=caller.grant.everything)
+        _check_narrower(caller, Grant.of(scopes))
+        principal_id = _text(body.get("principal_id", caller.owner_id), "principal_id")
+        if principal_id != caller.owner_id:
+            require(caller, "key.create for another principal", [ADMIN_WRITE])
+        agent_id = body.get("agent_id")
+        if agent_id is not None:
+            agent_id = _text(agent_id, "agent_id")
+        ttl = _ttl(body.get("expires_in_s"))
+        async with self._store.transaction() as tx:
+            await self._check_owner(tx, principal_id, agent_id)
+            minted = await self._mint(tx, principal_id, name, tuple(sorted(scopes)), agent_id, ttl)
+            await _event(tx, "key.created", caller, principal_id=principal_id, key_id=minted.key.id)
+        return minted
+
+    async def list(self, caller: Caller, *, principal_id: str | None = None) -> list[ApiKey]:
+        """The live keys of the caller's owner (another principal's need ``admin:read``)."""
+        require(caller, "key.list", ["key:read"])
+        owner = principal_id or caller.owner_id
+        if owner != caller.owner_id:
+            require(caller, "key.list for another principal", [ADMIN_READ])
+        async with self._store.transaction() as tx:
+            return await tx.api_keys.for_owner(owner)
+
+    async def revoke(self, caller: Caller, key_id: str) -> ApiKey:
+        """:raises NotFound: no key ``key_id`` of the caller's owner (another owner's answers the same)"""
+        require(caller, "key.revoke", ["key:write"])
+        async with self._store.transaction() as tx:
+            revoked = await tx.api_keys.revoke(key_id, owner_id=self._owner_filter(caller))
+            await _event(tx, "key.revoked", caller, principal_id=revoked.owner_id, key_id=key_id)
+        return revoked
+
+    async def rotate(self, caller: Caller, key_id: str, body: Mapping[str, Any]) -> MintedKey:
+        """A new key like ``key_id`` (same name, scopes, agent); the old one keeps working for
+        ``grace_s`` (default a day) and then expires.
+
+        :raises NotFound: no key ``key_id`` of the caller's owner
+        """
+        require(caller, "key.rotate", ["key:write"])
+        grace = _grace(body.get("grace_s"))
+        async with self._store.transaction() as tx:
+            old = await tx.api_keys.get(key_id, owner_id=self._owner_filter(caller))
+            if old.revoked:
+                raise Conflict("key", key_id, "a live key (this one is revoked)")
+            _check_narrower(caller, Grant.of(old.scopes))
+            now = await tx.now()
+            minted = await self._mint(tx, old.owner_id, old.name, old.scopes, old.agent_id, DEFAULT_KEY_TTL)
+            await tx.api_keys.mark_replaced(key_id, minted.key.id, now + grace)
+            await _event(tx, "key.rotated", caller, principal_id=old.owner_id, key_id=key_id,
+                         detail={"replaced_by": minted.key.id})
+        return minted
+
+    def _owner_filter(self, caller: Caller) -> str | None:
+        return None if caller.holds(ADMIN_WRITE) else caller.owner_id
+
+    async def _check_owner(self, tx: Transaction, principal_id: str, agent_id: str | None) -> None:
+        owner = await tx.principals.get(principal_id)
+        if agent_id is not None:
+            agent = await tx.principals.get(agent_id)
+            if agent.kind is not PrincipalKind.AGENT or agent.parent_id != owner.id:
+                raise InvalidInput("agent_id", agent_id, f"an agent of {owner.id!r}")
+        if await tx.api_keys.count_live(principal_id) >= MAX_LIVE_KEYS:
+            raise InvalidInput("principal_id", principal_id,
+                               f"a principal with fewer than {MAX_LIVE_KEYS} live keys (revoke one first)")
+
+    async def _mint(self, tx: Transaction, owner_id: str, name: str, scopes: Sequence[str], agent_id: str | None,
+                    ttl: timedelta) -> MintedKey:
+        issued = new_key()
+        expires_at: datetime = await tx.now() + ttl
+        key = await tx.api_keys.create(NewApiKey(
+            id=issued.key_id, owner_id=owner_id, key_hash=issued.key_hash, scopes=tuple(scopes), name=name,
+            agent_id=agent_id, expires_at=expires_at))
+        return MintedKey(key, issued.token)
+
+
+def describe_principal(principal: Principal) -> dict[str, Any]:
+    """A principal as the API answers it."""
+    return {"id": principal.id, "kind": principal.kind.value, "display_name": principal.display_name,
+            "status": principal.status.value, "scopes": list(principal.scopes), "parent_id": principal.parent_id,
+            "on_behalf_of": list(principal.on_behalf_of), "ban_reason": principal.ban_reason,
+            "banned_by": principal.banned_by, "banned_at": principal.banned_at,
+            "created_at": principal.created_at, "updated_at": principal.updated_at}
+
+
+def describe_key(key: ApiKey) -> dict[str, Any]:
+    """A key as the API lists it: its public id, never the key or its hash."""
+    return {"id": key.id, "name": key.name, "principal_id": key.owner_id, "agent_id": key.agent_id,
+            "scopes": list(key.scopes), "expires_at": key.expires_at, "revoked": key.revoked,
+            "revoked_at": key.revoked_at, "last_used_at": key.last_used_at, "replaced_by": key.replaced_by,
+            "created_at": key.created_at}
+
+
+def _new_principal(body: Mapping[str, Any]) -> NewPrincipal:
+    principal_id = _text(body.get("id"), "id")
+    try:
+        kind = PrincipalKind(str(body.get("kind")))
+    except ValueError:
+        raise InvalidInput("kind", body.get("kind"), f"one of {_KINDS}") from None
+    parent_id = body.get("parent_id")
+    if (kind is PrincipalKind.AGENT) != (parent_id is not None):
+        raise InvalidInput("parent_id", parent_id, "the agent's user (an agent has one; a user or service none)")
+    on_behalf_of = body.get("on_behalf_of", [])
+    if not isinstance(on_behalf_of, list) or not all(isinstance(o, str) and o for o in on_behalf_of):
+        raise InvalidInput("on_behalf_of", on_behalf_of, "a list of owner ids a service may act for ('*': any)")
+    display_name = body.get("display_name", "")
+    if not isinstance(display_name, str) or len(display_name) > 200:
+        raise InvalidInput("display_name", display_name, "a string of at most 200 characters")
+    scopes = validate_scopes(body.get("scopes"), "scopes")
+    return NewPrincipal(id=principal_id, kind=kind, scopes=tuple(sorted(scopes)),
+                        parent_id=None if parent_id is None else _text(parent_id, "parent_id"),
+                        display_name=display_name, on_behalf_of=tuple(on_behalf_of))
+
+
+async def _check_parent(tx: Transaction, parent_id: str) -> None:
+    try:
+        parent = await tx.principals.get(parent_id)
+    except NotFound:
+        raise InvalidInput("parent_id", parent_id, "an existing user") from None
+    if parent.kind is not PrincipalKind.USER:
+        raise InvalidInput("parent_id", parent_id, "a user (agents belong to users)")
+
+
+def _check_narrower(caller: Caller, wanted: Grant) -> None:
+    if not caller.grant.covers(wanted):
+        require(caller, "mint a key broader than itself", sorted(wanted.expanded() - caller.grant.expanded())
+                or wanted.to_list())
+
+
+async def _event(tx: Transaction, kind: str, caller: Caller, *, principal_id: str | None = None,
+                 key_id: str | None = None, detail: Mapping[str, Any] | None = None) -> None:
+    await tx.security_events.append(NewSecurityEvent(
+        kind=kind, principal_id=principal_id, key_id=key_id, actor_id=caller.who,
+        detail={**(detail or {}), "by_key": caller.key_id}))
+
+
+def _text(value: Any, field_name: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable():
+        raise InvalidInput(field_name, value, "a non-empty id of at most 100 printable characters")
+    return value
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 100:
+        raise InvalidInput("name", value, "a non-empty name of at most 100 characters")
+    return value
+
+
+def _ttl(value: Any) -> timedelta:
+    if value is None:
+        return DEFAULT_KEY_TTL
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= _MAX_TTL_S:
+        raise InvalidInput("expires_in_s", value, f"whole seconds from 1 to {_MAX_TTL_S}")
+    return timedelta(seconds=value)
+
+
+def _grace(value: Any) -> timedelta:
+    if value is None:
+        return DEFAULT_ROTATION_GRACE
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 30 * 86400:
+        raise InvalidInput("grace_s", value, "whole seconds from 0 to 2592000 (30 days)")
+    return timedelta(seconds=value)
