@@ -63,7 +63,7 @@ class Authenticator:
             parsed = parse_key(token)
         except MalformedKey as exc:
             await self._failed()
-            raise Unauthenticated(f"malformed API key: {exc}", token_sent=True) from None
+            raise Unauthenticated(str(exc), token_sent=True) from None
         entry = await self._entry(parsed.key_hash)
         if entry is None:
             await self._failed()
