@@ -1,0 +1,123 @@
+"""Object level: bob (a full key) reaches none of alice's automations (durable or not), runs, secrets or
+keys — by id each answers exactly what a missing id answers, by filter an own-only list — and a
+cascade by session or agent touches only the caller's. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from api_support import World, automation_body
+
+from actwheel.actions.secrets import KEY_ENV, SecretCipher
+
+MISSING = "au_doesnotexist0000"
+LABELS = {"session_id": "s1", "agent_id": "alice-bot"}
+
+
+def same_as_missing(answer: httpx.Response, missing: httpx.Response, real_id: str, missing_id: str) -> bool:
+    return (answer.status_code, answer.text.replace(real_id, missing_id)) == (missing.status_code, missing.text)
+
+
+async def create(world: World, credential: str, **overrides: Any) -> dict[str, Any]:
+    answer = await world.as_(credential, "POST", "/v1/automations", json=automation_body(**overrides))
+    assert answer.status_code == 201, answer.text
+    created: dict[str, Any] = answer.json()
+    return created
+
+
+ATTEMPTS = [("GET", "", None), ("PATCH", "", {"version": 1, "name": "mine now"}), ("POST", "/enable", None),
+            ("POST", "/disable", None), ("POST", "/run", None), ("DELETE", "", None)]
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "transient"])
+async def test_bob_reaches_none_of_alices_automations(world: World, durable: bool) -> None:
+    alices = await create(world, "full_a", labels=LABELS, durable=durable)
+    assert alices["id"].startswith("tr_") is not durable
+    bobs = await create(world, "full_b", labels=LABELS, durable=durable)
+    missing_id = "tr_doesnotexist0000" if not durable else MISSING
+    for method, suffix, body in ATTEMPTS:
+        kwargs = {"json": body} if body is not None else {}
+        answer = await world.as_("full_b", method, f"/v1/automations/{alices['id']}{suffix}", **kwargs)
+        missing = await world.as_("full_b", method, f"/v1/automations/{missing_id}{suffix}", **kwargs)
+        assert answer.status_code == 404, (method, suffix, answer.text)
+        assert same_as_missing(answer, missing, alices["id"], missing_id), (method, suffix)
+    for query in ("", "?session_id=s1", "?agent_id=alice-bot", f"?after_id={alices['id'][:3]}"):
+        listed = await world.as_("full_b", "GET", f"/v1/automations{query}")
+        assert [a["id"] for a in listed.json()["items"]] == [bobs["id"]], query
+    untouched = await world.as_("full_a", "GET", f"/v1/automations/{alices['id']}")
+    assert (untouched.status_code, untouched.json()["version"], untouched.json()["enabled"]) == (200, 1, True)
+    assert untouched.json()["name"] == "minutely"
+    async with world.store.transaction() as tx:
+        assert await tx.runs.query(owner_id="alice", limit=10) == []
+
+
+async def test_bob_reads_none_of_alices_runs_or_their_trails(world: World) -> None:
+    alices = await create(world, "full_a")
+    ran = await world.as_("full_a", "POST", f"/v1/automations/{alices['id']}/run")
+    assert ran.status_code == 202
+    run_id = ran.json()["run_id"]
+    mine = await world.as_("full_a", "GET", f"/v1/runs/{run_id}")
+    assert (mine.status_code, mine.json()["id"]) == (200, run_id)
+    answer = await world.as_("full_b", "GET", f"/v1/runs/{run_id}")
+    missing = await world.as_("full_b", "GET", "/v1/runs/ru_doesnotexist0000")
+    assert answer.status_code == 404
+    assert same_as_missing(answer, missing, run_id, "ru_doesnotexist0000")
+    for query in (f"?automation_id={alices['id']}", "", "?status=PENDING"):
+        listed = await world.as_("full_b", "GET", f"/v1/runs{query}")
+        assert (listed.status_code, listed.json()["items"]) == (200, []), query
+    assert [r["id"] for r in (await world.as_("full_a", "GET", "/v1/runs")).json()["items"]] == [run_id]
+
+
+async def test_another_owner_by_filter_needs_admin_read(world: World) -> None:
+    alices = await create(world, "full_a")
+    await world.engine.control.automations.run_now(world.callers["full_a"], alices["id"])
+    for path in ("/v1/automations?owner_id=alice", "/v1/runs?owner_id=alice"):
+        refused = await world.as_("full_b", "GET", path)
+        assert refused.status_code == 403, path
+        assert refused.json()["error"]["missing_scopes"] == ["admin:read"]
+        seen = await world.as_("admin", "GET", path)
+        assert seen.status_code == 200
+        assert {item["owner_id"] for item in seen.json()["items"]} == {"alice"}, path
+        assert len(seen.json()["items"]) == 1
+    own = await world.as_("full_b", "GET", "/v1/automations?owner_id=bob")
+    assert (own.status_code, own.json()["items"]) == (200, [])
+    keys = await world.as_("full_b", "GET", "/v1/keys?principal_id=alice")
+    assert (keys.status_code, keys.json()["error"]["missing_scopes"]) == (403, ["admin:read"])
+
+
+async def test_bob_lists_none_of_alices_secret_names(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SecretCipher.generate_key())
+    stored = await world.as_("full_a", "POST", "/v1/secrets", json={"name": "alice-token", "value": "s3cr3t-value"})
+    assert stored.status_code == 201, stored.text
+    assert (await world.as_("full_b", "GET", "/v1/secrets")).json()["items"] == []
+    alices = (await world.as_("full_a", "GET", "/v1/secrets")).json()["items"]
+    assert [s["name"] for s in alices] == ["alice-token"]
+    assert "s3cr3t-value" not in stored.text + str(alices)
+
+
+async def test_bob_can_neither_revoke_nor_rotate_alices_keys(world: World) -> None:
+    key_id = world.key_ids["full_a"]
+    for method, path in (("DELETE", f"/v1/keys/{key_id}"), ("POST", f"/v1/keys/{key_id}/rotate")):
+        answer = await world.as_("full_b", method, path, **({"json": {}} if method == "POST" else {}))
+        missing = await world.as_("full_b", method, path.replace(key_id, "000000000000"),
+                                  **({"json": {}} if method == "POST" else {}))
+        assert answer.status_code == 404, answer.text
+        assert same_as_missing(answer, missing, key_id, "000000000000")
+    assert (await world.as_("full_a", "GET", "/v1/whoami")).status_code == 200
+    listed = (await world.as_("full_b", "GET", "/v1/keys")).json()["items"]
+    assert {k["principal_id"] for k in listed} == {"bob"}
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "transient"])
+@pytest.mark.parametrize("by", ["session_id", "agent_id"])
+async def test_a_cascade_touches_only_the_callers(world: World, durable: bool, by: str) -> None:
+    alices = await create(world, "full_a", labels=LABELS, durable=durable)
+    bobs = await create(world, "full_b", labels=LABELS, durable=durable)
+    deleted = await world.engine.control.automations.delete_by(world.callers["full_b"], **{by: LABELS[by]})
+    assert list(deleted.automation_ids) == [bobs["id"]]
+    assert (await world.as_("full_a", "GET", f"/v1/automations/{alices['id']}")).status_code == 200
+    assert (await world.as_("full_b", "GET", f"/v1/automations/{bobs['id']}")).status_code == 404
+    again = await world.engine.control.automations.delete_by(world.callers["full_b"], **{by: LABELS[by]})
+    assert list(again.automation_ids) == []
