@@ -27,6 +27,7 @@ from actwheel.storage.records import (
     Automation,
     AutomationChanges,
     AutomationStatus,
+    Confirmation,
     CursorAdvance,
     DeadLetterRecord,
     Deleted,
@@ -35,6 +36,7 @@ from actwheel.storage.records import (
     NewApiKey,
     NewAuditEntry,
     NewAutomation,
+    NewConfirmation,
     NewDeadLetter,
     NewOntologyObject,
     NewOutboxMessage,
@@ -60,6 +62,7 @@ __all__ = [
     "ApiKeyRepository",
     "AuditRepository",
     "AutomationRepository",
+    "ConfirmationRepository",
     "DeadLetterRepository",
     "Dialect",
     "IdempotencyRepository",
@@ -733,6 +736,43 @@ class IdempotencyRepository(ABC):
         """Delete the keys recorded before ``before``; returns how many."""
 
 
+class ConfirmationRepository(ABC):
+    """The MCP face's run-now confirmations (table ``mcp_confirmations``) and its server keys
+    (``mcp_server_keys``). Instants are the caller's (the service's clock), never the database's.
+    """
+
+    @abstractmethod
+    async def create(self, new: NewConfirmation) -> Confirmation:
+        """Store a confirmation.
+
+        :raises Conflict: its id or token hash exists already (``UNIQUE``)
+        :raises InvalidInput: a naive instant, an empty id, hash, owner or automation
+        """
+
+    @abstractmethod
+    async def by_hash(self, token_hash: str) -> Confirmation | None:
+        """The confirmation whose token hashes to ``token_hash``, used or not, expired or not."""
+
+    @abstractmethod
+    async def mark_used(self, confirmation_id: str, *, at: datetime, run_id: str) -> Confirmation:
+        """Record the first redemption (``used_at``, ``run_id``); a later call changes nothing.
+
+        :raises NotFound: no confirmation ``confirmation_id``
+        """
+
+    @abstractmethod
+    async def purge(self, before: datetime) -> int:
+        """Delete the confirmations that expired before ``before``; returns how many."""
+
+    @abstractmethod
+    async def server_key(self, name: str, candidate: bytes) -> bytes:
+        """The server key ``name``: the stored one, or ``candidate`` stored now if there is none
+        (insert-if-absent: concurrent first calls on several instances agree on one key).
+
+        :raises InvalidInput: ``candidate`` shorter than 32 bytes
+        """
+
+
 class DeadLetterRepository(ABC):
     """Things that failed for good (a compensation that failed, an undeliverable message)."""
 
@@ -789,6 +829,7 @@ class Transaction(ABC):
     dead_letters: DeadLetterRepository
     partitions: PartitionLeaseRepository
     idempotency: IdempotencyRepository
+    confirmations: ConfirmationRepository
 
     @abstractmethod
     async def now(self) -> datetime:

@@ -21,6 +21,7 @@ __all__ = [
     "Automation",
     "AutomationChanges",
     "AutomationStatus",
+    "Confirmation",
     "CursorAdvance",
     "DeadLetterRecord",
     "Deleted",
@@ -29,6 +30,7 @@ __all__ = [
     "NewApiKey",
     "NewAuditEntry",
     "NewAutomation",
+    "NewConfirmation",
     "NewDeadLetter",
     "NewOntologyObject",
     "NewOutboxMessage",
@@ -521,6 +523,43 @@ class SecretRecord:
     version: int
     created_at: datetime
     rotated_at: datetime | None
+
+
+# --- MCP confirmations ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewConfirmation:
+    """A run-now confirmation the MCP server issued: only ``sha256`` of its token is stored.
+
+    Bound to the owner, the key (``""`` for a caller without one), the automation and the version
+    it was issued for; usable until ``expires_at`` (the service's clock, passed in).
+    """
+
+    id: str
+    token_hash: str = field(repr=False)
+    owner_id: str
+    key_id: str
+    automation_id: str
+    automation_version: int
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Confirmation:
+    """A stored confirmation; ``used_at``/``run_id`` are set by its first redemption and kept."""
+
+    id: str
+    token_hash: str = field(repr=False)
+    owner_id: str
+    key_id: str
+    automation_id: str
+    automation_version: int
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None
+    run_id: str | None
 
 
 # --- operations ---------------------------------------------------------------------

@@ -639,3 +639,30 @@ RETURNING key;
 
 -- name: purge_idempotency_keys
 DELETE FROM idempotency_keys WHERE created_at < :before RETURNING key;
+
+-- ---------------------------------------------------------------- MCP confirmations and server keys
+-- name: insert_mcp_confirmation
+INSERT INTO mcp_confirmations (id, token_hash, owner_id, key_id, automation_id, automation_version, created_at,
+                               expires_at)
+VALUES (:id, :token_hash, :owner_id, :key_id, :automation_id, :automation_version, :created_at, :expires_at)
+RETURNING *;
+
+-- name: mcp_confirmation_by_hash
+SELECT * FROM mcp_confirmations WHERE token_hash = :token_hash;
+
+-- name: use_mcp_confirmation
+-- The first use is kept: a retried redemption never moves used_at nor replaces the run.
+UPDATE mcp_confirmations SET used_at = coalesce(used_at, :at), run_id = coalesce(run_id, :run_id)
+WHERE id = :id
+RETURNING *;
+
+-- name: purge_mcp_confirmations
+DELETE FROM mcp_confirmations WHERE expires_at < :before RETURNING id;
+
+-- name: ensure_mcp_server_key
+-- A second instance racing the first waits for its insert and then does nothing: one key.
+INSERT INTO mcp_server_keys (name, secret) VALUES (:name, :secret)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: get_mcp_server_key
+SELECT secret FROM mcp_server_keys WHERE name = :name;
