@@ -56,6 +56,7 @@ from actwheel.service import (
     SecretService,
     TriggerService,
 )
+from actwheel.service.confirmations import ConfirmationService
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
@@ -167,10 +168,11 @@ class Engine:
     # --- construction ------------------------------------------------------------------
 
     def _control_plane(self) -> ControlPlane:
+        automations = AutomationService.build(store=self.store, registry=self.registry, events=self.events,
+                                              clock=self.clock, transients=self.transients)
         return ControlPlane(
             settings=self.settings, clock=self.clock,
-            automations=AutomationService.build(store=self.store, registry=self.registry, events=self.events,
-                                                clock=self.clock, transients=self.transients),
+            automations=automations,
             runs=RunService(store=self.store),
             actions=ActionService(store=self.store, registry=self.registry, events=self.events),
             triggers=TriggerService(clock=self.clock),
@@ -180,7 +182,9 @@ class Engine:
             keys=KeyService(store=self.store, clock=self.clock),
             authenticator=(Authenticator(store=self.store, clock=self.clock) if self.settings.auth
                            else NoAuthentication(self.settings.local_owner)),
-            status=self)
+            status=self,
+            confirmations=ConfirmationService(store=self.store, clock=self.clock, registry=self.registry,
+                                              automations=automations))
 
     def _build_actors(self) -> dict[str, Actor]:
         s = self.settings

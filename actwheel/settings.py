@@ -11,13 +11,16 @@ from pathlib import Path
 
 from actwheel.errors import InvalidInput
 
-__all__ = ["ADMIN_KEY_FILE", "ALL_ROLES", "DEFAULT_DATABASE_URL", "Settings", "instance_id", "is_loopback"]
+__all__ = ["ADMIN_KEY_FILE", "ALL_ROLES", "DEFAULT_DATABASE_URL", "MCP_RUN_NOW_MODES", "Settings", "instance_id",
+           "is_loopback"]
 
 #: The bootstrap admin's key file name (the key alone, one line, mode 0600).
 ADMIN_KEY_FILE = "actwheel-admin.key"
 
 DEFAULT_DATABASE_URL = "sqlite:///actwheel.db"
 ALL_ROLES: tuple[str, ...] = ("ticker", "planner", "router", "recovery", "cdc", "auditor", "metrics")
+#: The values of ``ACTWHEEL_MCP_RUN_NOW`` (see :attr:`Settings.mcp_run_now`).
+MCP_RUN_NOW_MODES: tuple[str, ...] = ("auto", "elicit", "token", "deny")
 
 
 def instance_id(env: Mapping[str, str] | None = None) -> str:
@@ -81,6 +84,10 @@ class Settings:
     metrics_auth: bool = False
     #: Where the bootstrap admin's key is written at first start (default: see :meth:`admin_key_path`).
     admin_key_file: str | None = None
+    #: How the MCP server confirms ``run_automation_now`` (``ACTWHEEL_MCP_RUN_NOW``): ``auto`` (ask the user
+    #: through elicitation where the client declared it, else a confirmation token), ``elicit`` (elicitation
+    #: only: refused where the client cannot ask), ``token`` (the token always), ``deny`` (never from MCP).
+    mcp_run_now: str = "auto"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -95,6 +102,7 @@ class Settings:
             "auth": not _flag(env, "ACTWHEEL_INSECURE_NO_AUTH", False),
             "metrics_auth": _flag(env, "ACTWHEEL_METRICS_AUTH", False),
             "admin_key_file": env.get("ACTWHEEL_ADMIN_KEY_FILE") or None,
+            "mcp_run_now": env.get("ACTWHEEL_MCP_RUN_NOW", "auto"),
             "instance": instance_id(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -123,6 +131,8 @@ class Settings:
             raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
         if not math.isfinite(self.horizon_s) or self.horizon_s < 1:
             raise InvalidInput("horizon_s", self.horizon_s, "at least 1 second")
+        if self.mcp_run_now not in MCP_RUN_NOW_MODES:
+            raise InvalidInput("ACTWHEEL_MCP_RUN_NOW", self.mcp_run_now, "one of " + ", ".join(MCP_RUN_NOW_MODES))
         if not self.auth and not is_loopback(self.http_host):
             raise InvalidInput("--insecure-no-auth", self.http_host, "a loopback listener (127.0.0.1, ::1 or "
                                "localhost): without authentication anyone who can reach the port is the owner")

@@ -197,8 +197,12 @@ class AutomationService:
                               canceled_run_ids=deleted.canceled_run_ids + gone.canceled_run_ids)
         return deleted
 
-    async def run_now(self, caller: Caller, automation_id: str) -> Run:
-        """A manual run of the automation's current action (dedupe key ``manual:<id>``)."""
+    async def run_now(self, caller: Caller, automation_id: str, *, dedupe_id: str | None = None) -> Run:
+        """A manual run of the automation's current action (dedupe key ``manual:<id>``).
+
+        ``dedupe_id``: the ``<id>`` (default: a fresh one). A repeated call with the same one returns the
+        first run and creates nothing (the MCP face passes its confirmation's id, so a retried call is safe).
+        """
         require(caller, "automation.run", [WRITE])
         transient = await self._visible(caller, automation_id, write=True) if self._transient(automation_id) else None
         async with self._store.transaction() as tx:
@@ -207,11 +211,12 @@ class AutomationService:
                                  fires=True)
             now = await tx.now()
             inserted = await tx.runs.insert(NewRun(
-                automation_id=automation.id, dedupe_key=f"manual:{uuid.uuid4().hex}",
+                automation_id=automation.id, dedupe_key=f"manual:{dedupe_id or uuid.uuid4().hex}",
                 owner_id=automation.owner_id, action_type=automation.action_type,
                 action_config=automation.action_config, policy=automation.policy, origin=Origin.MANUAL,
                 scheduled_for=now, context={OWNER_KEY: caller_snapshot(caller)}))
-            await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
+            if inserted.created:
+                await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
         return inserted.run
 
     # --- helpers ---------------------------------------------------------------------

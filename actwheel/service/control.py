@@ -15,6 +15,7 @@ from actwheel.clock import Clock
 from actwheel.service.actions import ActionService, TriggerService
 from actwheel.service.automations import AutomationService
 from actwheel.service.caller import Caller
+from actwheel.service.confirmations import ConfirmationService
 from actwheel.service.identity import KeyService, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
 from actwheel.service.runs import RunService
@@ -64,3 +65,5 @@ class ControlPlane:
     keys: KeyService
     authenticator: Authenticates
     status: EngineStatus
+    #: the MCP face's preview digests and run-now confirmations
+    confirmations: ConfirmationService
