@@ -16,9 +16,22 @@ import structlog
 from actwheel.actors.base import Actor
 from actwheel.bus.base import Bus, Delivery, Handler, Reject, Retry, Subscription
 from actwheel.bus.topology import QueueSpec
-from actwheel.errors import Conflict, InvalidInput, NotFound, StorageUnavailable, Unsupported
+from actwheel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    StorageUnavailable,
+    Unauthenticated,
+    Unsupported,
+)
 
-__all__ = ["ConsumerActor", "Intake", "outcome_of"]
+__all__ = ["PERMISSION", "UNAUTHENTICATED", "ConsumerActor", "Intake", "outcome_of"]
+
+#: The dead-letter reason of a message whose publisher is not a known, active service.
+UNAUTHENTICATED = "unauthenticated"
+#: The dead-letter reason of a message its publisher may not send (owner, scopes).
+PERMISSION = "permission"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +90,14 @@ class ConsumerActor(Actor):
 def outcome_of(exc: Exception) -> Exception:
     """The bus outcome for an error raised while handling a message.
 
-    Bad input is dead-lettered with its reason (it will never succeed); a database
+    Bad input is dead-lettered with its reason (it will never succeed), a publisher that is
+    not known (``unauthenticated``) or may not ask for this (``permission``) too; a database
     that is briefly unavailable is retried after a pause.
     """
+    if isinstance(exc, Unauthenticated):
+        return Reject(f"{type(exc).__name__}: {exc}", reason=UNAUTHENTICATED)
+    if isinstance(exc, PermissionDenied):
+        return Reject(f"{type(exc).__name__}: {exc}", reason=PERMISSION)
     if isinstance(exc, InvalidInput | Unsupported | NotFound | Conflict):
         return Reject(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, StorageUnavailable):

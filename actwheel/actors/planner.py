@@ -18,6 +18,7 @@ from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
 from actwheel.actors.plan_inputs import active_runs, owner_activity
 from actwheel.actors.planning import ParsedSpecs, Plan, latest_per_automation, plan_instants, plannable
+from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.runs import announce_runs, event_run, owner_context, planned_runs, schedule_dedupe_key
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus, Delivery, Retry
@@ -34,6 +35,7 @@ from actwheel.messages import (
 )
 from actwheel.metrics import Metrics
 from actwheel.service import AutomationService, Caller
+from actwheel.service.authorize import require
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
     Automation,
@@ -53,6 +55,7 @@ _log = get_logger("actwheel.planner")
 #: disabled), what went (deleted), or the manual run (run).
 CommandOutcome = Automation | tuple[Automation, list[str]] | Deleted | Run
 _CAS_ROUNDS = 5
+AUTOMATION_WRITE = "automation:write"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,17 +235,24 @@ class Planner(ConsumerActor):
     # --- commands ----------------------------------------------------------------------
 
     async def on_command(self, delivery: Delivery) -> None:
+        """A command from the bus, as its publisher: on the amqp bus a service that may act for the owner
+        (else dead-lettered ``unauthenticated`` / ``permission``, nothing written)."""
         try:
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, AutomationCommandRequested):
                 raise InvalidMessage("type", delivery.envelope.type, AutomationCommandRequested.TYPE)
-            await self.execute_command(message)
+            caller = await authorize_publisher(self._store, delivery, message.owner_id)
+            if caller is not None:  # every command changes automations (the API's route policy, here)
+                require(caller, f"command.{message.command}", [AUTOMATION_WRITE])
+            await self.execute_command(message, caller)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
-    async def execute_command(self, command: AutomationCommandRequested) -> CommandOutcome:
-        """Apply one command through the application service (same validation as the API)."""
-        caller = Caller(command.owner_id)
+    async def execute_command(self, command: AutomationCommandRequested,
+                              caller: Caller | None = None) -> CommandOutcome:
+        """Apply one command through the application service (same validation and scope rules as the API)
+        as ``caller``; ``None``: the owner itself (a trusted, in-process publisher)."""
+        caller = caller or Caller(command.owner_id)
         args = command.args
         if command.command == "create":
             return await self._service.create(caller, _mapping(args, "automation"))

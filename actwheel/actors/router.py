@@ -26,6 +26,7 @@ from actwheel.actions.secrets import mask_secrets
 from actwheel.actors import queues
 from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
+from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.auth.scopes import Grant
 from actwheel.bus.base import Bus, Delivery
@@ -136,11 +137,18 @@ class ExecutorRouter(ConsumerActor):
             raise outcome_of(exc) from exc
 
     async def on_request(self, delivery: Delivery) -> None:
+        """An ad hoc request from the bus. On the amqp bus its publisher must be a service that may act
+        for the owner and holds ``action:request`` and the action's scopes (else dead-lettered
+        ``unauthenticated`` / ``permission``, no run); the memory bus is trusted."""
         try:
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, ActionRequested):
                 raise InvalidMessage("type", delivery.envelope.type, ActionRequested.TYPE)
-            await self._actions.submit_published(message)
+            caller = await authorize_publisher(self._store, delivery, message.owner_id)
+            if caller is None:
+                await self._actions.submit_published(message)
+            else:
+                await self._actions.submit(caller, message)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
@@ -279,13 +287,14 @@ def authority_of(run: Run, owner: Principal | None, *, implicit: bool = False) -
     the owner is missing or banned (the run is SKIPPED(owner_inactive), its executor never called).
 
     Scheduled, event and retried runs act with the owner's ceiling; a manual run or an ad hoc request
-    with what its requester held (the snapshot) ∩ the owner's ceiling.
+    with what its requester held (the snapshot) ∩ the owner's ceiling. With ``implicit``, a missing
+    owner's ceiling is every scope: a manual run or a request still acts only within its snapshot.
     """
-    if owner is None:
-        return Grant.all() if implicit else None
-    if owner.status is PrincipalStatus.BANNED:
+    if owner is None and not implicit:
         return None
-    ceiling = grant_of(owner.scopes)
+    if owner is not None and owner.status is PrincipalStatus.BANNED:
+        return None
+    ceiling = Grant.all() if owner is None else grant_of(owner.scopes)
     if run.origin in (Origin.MANUAL, Origin.REQUEST):
         return ceiling.intersect(grant_of((run.context.get(OWNER_KEY) or {}).get("scopes", [])))
     return ceiling

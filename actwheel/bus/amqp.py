@@ -27,6 +27,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import aio_pika
 import aiormq
@@ -69,7 +70,7 @@ from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessa
 from actwheel.logs import get_logger
 from actwheel.redact import redact_url
 
-__all__ = ["AmqpBus", "queue_arguments"]
+__all__ = ["AmqpBus", "queue_arguments", "url_user"]
 
 _log = get_logger("actwheel.bus.amqp")
 _Process = Callable[[RawMessage], Awaitable[Outcome]]
@@ -106,6 +107,10 @@ class AmqpBus(Bus):
     :param url: ``amqp://user:password@host:port/vhost`` (never logged with its password)
     :param publish_timeout: seconds to wait for a confirm before :class:`BusUnavailable`
     :param consumer_check_interval: seconds between checks that every consumer is live
+    :param user_id: the ``user_id`` property of every envelope this bus publishes (RabbitMQ refuses it
+        unless it is the connection's user, so a consumer can tell who published); default: the URL's
+        user. ``""``: none (an authentication mechanism where the user is not the URL's, e.g. EXTERNAL).
+        Raw publishes (dead-letter copies, replays) never carry one.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class AmqpBus(Bus):
         consumer_check_interval: float = 30.0,
         dead_letter_max_length: int = 100_000,
         connection_name: str = "actwheel",
+        user_id: str | None = None,
     ) -> None:
         self.topology = topology
         self.stats = BusStats()
@@ -136,6 +142,7 @@ class AmqpBus(Bus):
         self._check_interval = consumer_check_interval
         self._dead_letter_max_length = dead_letter_max_length
         self._connection_name = connection_name
+        self._user_id = url_user(url) if user_id is None else (user_id or None)
         self._connection: AbstractRobustConnection | None = None
         self._admin: AbstractRobustChannel | None = None
         self._publisher: AbstractRobustChannel | None = None
@@ -302,6 +309,7 @@ class AmqpBus(Bus):
             correlation_id=envelope.correlation_id,
             timestamp=envelope.occurred_at,
             app_id=envelope.source,
+            user_id=self._user_id,
         )
         return body, properties
 
@@ -532,7 +540,14 @@ def _raw(message: AbstractIncomingMessage, queue: str) -> RawMessage:
         routing_key=message.routing_key or "",
         redelivered=bool(message.redelivered),
         delivery_count=(returned if isinstance(returned, int) else 0) + 1,
+        publisher=message.user_id or None,  # validated by the broker against the publisher's connection
     )
+
+
+def url_user(url: str) -> str | None:
+    """The user an ``amqp://user:password@host/vhost`` URL logs in as (``None``: none given)."""
+    username = urlsplit(url).username
+    return unquote(username) if username else None
 
 
 async def _open_channel(connection: AbstractRobustConnection, **options: bool) -> AbstractRobustChannel:

@@ -9,10 +9,15 @@ Contract shared by every adapter (``memory``, ``amqp``), checked by one test sui
   consumers dedupe by ``envelope.id``.
 - **Ack by scope, outcome by exception.** A handler that returns acks the delivery;
   ``raise Retry(delay)`` requeues it (after ``delay`` seconds, held by the consumer);
-  ``raise Reject(reason)`` or :class:`InvalidMessage` dead-letters it at once with the
-  reason in its headers; any other exception is logged and requeues it. Every requeue
-  counts toward the queue's delivery limit, past which the message is dead-lettered
-  with reason ``delivery_limit``. A handler that raises never stops its consumer.
+  ``raise Reject(detail, reason=...)`` or :class:`InvalidMessage` dead-letters it at once
+  with its reason (``rejected`` unless given: ``unauthenticated``, ``permission``, ...) in
+  its headers; any other exception is logged and requeues it. Every requeue counts toward
+  the queue's delivery limit, past which the message is dead-lettered with reason
+  ``delivery_limit``. A handler that raises never stops its consumer.
+- **Who published.** ``Delivery.publisher`` is the AMQP ``user_id`` property, which RabbitMQ
+  refuses unless it names the publishing connection's own user (``None`` when the publisher did
+  not set it). The memory bus is in-process: everything on it was published by this process, so
+  its deliveries are ``trusted`` and carry no publisher; an amqp delivery is never trusted.
 - A body that does not decode (malformed, oversized, unknown schema version) never
   reaches a handler: it is dead-lettered with its reason and counted.
 - **Prefetch** bounds the deliveries a consumer has in flight at once.
@@ -64,6 +69,9 @@ DETAIL_HEADER = "x-actwheel-detail"
 ORIGIN_QUEUE_HEADER = "x-actwheel-queue"
 ORIGIN_EXCHANGE_HEADER = "x-actwheel-exchange"
 ORIGIN_ROUTING_KEY_HEADER = "x-actwheel-routing-key"
+#: The ``user_id`` the dead message was published with: a record for whoever reads the dead letter,
+#: never authority (a dead letter is republished by someone else, with their own ``user_id``).
+ORIGIN_PUBLISHER_HEADER = "x-actwheel-publisher"
 #: Headers the broker sets when it dead-letters (delivery limit), emulated by the memory bus.
 BROKER_REASON_HEADER = "x-first-death-reason"
 BROKER_QUEUE_HEADER = "x-first-death-queue"
@@ -85,11 +93,16 @@ class Retry(Exception):  # an outcome, not an error
 
 
 class Reject(Exception):  # an outcome, not an error
-    """Raised by a handler: dead-letter this delivery now, with ``reason`` in its headers."""
+    """Raised by a handler: dead-letter this delivery now, ``reason`` and ``detail`` in its headers.
 
-    def __init__(self, reason: str) -> None:
+    :param detail: what a human reads (``x-actwheel-detail``)
+    :param reason: the machine-readable reason (``x-actwheel-reason``): ``rejected`` unless given
+    """
+
+    def __init__(self, detail: str, *, reason: str = "rejected") -> None:
+        self.detail = detail
         self.reason = reason
-        super().__init__(reason)
+        super().__init__(detail)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +112,9 @@ class Delivery:
     :ivar delivery_count: 1 on the first delivery, 2 on the first redelivery, ...
     :ivar redelivered: the broker delivered this message before (to anyone)
     :ivar headers: the AMQP headers as sent, plus the broker's
+    :ivar publisher: the broker-validated AMQP ``user_id`` of whoever published it; ``None`` when
+        the publisher did not set one (RabbitMQ refuses a ``user_id`` other than the connection's user)
+    :ivar trusted: published inside this process (the memory bus): no identity to check
     """
 
     envelope: Envelope
@@ -108,6 +124,8 @@ class Delivery:
     redelivered: bool
     delivery_count: int
     headers: Mapping[str, Any]
+    publisher: str | None = None
+    trusted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,7 +133,8 @@ class DeadLetter:
     """A message in the dead-letter queue and why it is there.
 
     :ivar reason: ``delivery_limit``, ``rejected``, ``invalid_message``, ``malformed``,
-        ``oversized`` or ``unsupported_schema`` (``expired``/``maxlen`` from the broker are passed on)
+        ``oversized``, ``unsupported_schema``, ``unauthenticated`` or ``permission`` (a handler's
+        :class:`Reject` may name others; ``expired``/``maxlen`` from the broker are passed on)
     :ivar detail: a human-readable explanation when actwheel dead-lettered it
     :ivar queue: the queue it was dead-lettered from
     :ivar envelope: the decoded envelope, ``None`` when the body does not decode

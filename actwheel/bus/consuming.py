@@ -19,6 +19,7 @@ from actwheel.bus.base import (
     BROKER_REASON_HEADER,
     DETAIL_HEADER,
     ORIGIN_EXCHANGE_HEADER,
+    ORIGIN_PUBLISHER_HEADER,
     ORIGIN_QUEUE_HEADER,
     ORIGIN_ROUTING_KEY_HEADER,
     REASON_HEADER,
@@ -68,6 +69,8 @@ class RawMessage:
     routing_key: str
     redelivered: bool
     delivery_count: int
+    publisher: str | None = None
+    trusted: bool = False
 
 
 async def decide(raw: RawMessage, handler: Handler, *, max_bytes: int, clock: Clock) -> Outcome:
@@ -84,7 +87,7 @@ async def decide_dead_letter(raw: RawMessage, handler: DeadLetterHandler, *, clo
     try:
         await handler(to_dead_letter(raw))
     except Reject as exc:
-        _log.warning("bus.dead_letter_dropped", queue=raw.queue, reason=exc.reason)
+        _log.warning("bus.dead_letter_dropped", queue=raw.queue, reason=exc.reason, detail=exc.detail)
         return ACK
     except Retry as exc:
         await _hold(exc.delay, clock)
@@ -124,6 +127,8 @@ def _delivery(raw: RawMessage, envelope: Envelope) -> Delivery:
         redelivered=raw.redelivered,
         delivery_count=raw.delivery_count,
         headers=raw.headers,
+        publisher=raw.publisher,
+        trusted=raw.trusted,
     )
 
 
@@ -134,7 +139,7 @@ async def _run(handler: Handler, delivery: Delivery, clock: Clock) -> Outcome:
         await _hold(exc.delay, clock)
         return REQUEUE
     except Reject as exc:
-        return Outcome(Action.DEAD_LETTER, "rejected", _detail(exc))
+        return Outcome(Action.DEAD_LETTER, exc.reason, _detail(exc))
     except InvalidMessage as exc:
         return Outcome(Action.DEAD_LETTER, "invalid_message", _detail(exc))
     except Exception:
@@ -165,6 +170,8 @@ def dead_letter_headers(raw: RawMessage, outcome: Outcome) -> dict[str, Any]:
         ORIGIN_EXCHANGE_HEADER: raw.exchange,
         ORIGIN_ROUTING_KEY_HEADER: raw.routing_key,
     })
+    if raw.publisher:
+        headers[ORIGIN_PUBLISHER_HEADER] = raw.publisher
     return headers
 
 

@@ -332,6 +332,7 @@ class MemoryBus(Bus):
             routing_key=message.routing_key,
             redelivered=redelivered,
             delivery_count=message.returned + 1,
+            trusted=True,  # in-process: only this process can publish here
         )
 
     # -- settling ----------------------------------------------------------------------------
