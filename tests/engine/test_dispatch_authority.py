@@ -84,9 +84,9 @@ async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 class Harness:
     """An authenticating engine (``auth=True``, the default) with the spy registered and alice a user."""
 
-    def __init__(self, stack: Stack, tmp_path: Path, roles: tuple[str, ...]) -> None:
+    def __init__(self, stack: Stack, tmp_path: Path, roles: tuple[str, ...], *, auth: bool = True) -> None:
         self.stack = stack
-        self.engine: Engine = stack.engine(roles=roles, auth=True, admin_key_file=str(tmp_path / "admin.key"))
+        self.engine: Engine = stack.engine(roles=roles, auth=auth, admin_key_file=str(tmp_path / "admin.key"))
         self.spy = Spy()
         self.engine.registry.register(self.spy)
 
@@ -231,6 +231,28 @@ async def assert_owner_inactive_retry(harness: Harness, run: Run) -> None:
     assert (rows[1].details["reason"], rows[1].event_id.split(":")[1]) == (OWNER_INACTIVE, "2")
 
 
+
+async def test_a_run_recovered_from_an_expired_lease_is_authorised_again(stack: Stack, tmp_path: Path) -> None:
+    async with Harness(stack, tmp_path, NO_ROUTER) as h:
+        run = await h.engine.control.automations.run_now(ALICE, await h.automation())
+        async with h.engine.store.transaction() as tx:  # a worker claims it, then dies without finishing
+            [claimed] = await tx.runs.claim_many([run.id], "crashed-instance", 0.05)
+        assert claimed.attempt == 1
+        await h.ban()
+        recovery = h.engine.actors["recovery"]
+
+        async def recovered() -> bool:
+            await stack.clock.advance_and_settle(1)  # SQLite's clock; PostgreSQL's moves by itself
+            await recovery.sweep()  # type: ignore[attr-defined]
+            return (await h.run(run.id)).status is RunStatus.PENDING
+
+        await eventually(recovered, within=10, what="recovery to hand the expired run back")
+        [retried] = await h.dispatch([run.id])
+        assert retried.attempt == 2
+        await assert_owner_inactive(h, retried)
+        assert (await h.trail(run.id))[0].phase == "RECOVERY"
+        assert h.spy.executed == []
+
 # --- 2. a missing owner ---------------------------------------------------------------------------------
 
 
@@ -371,6 +393,23 @@ async def _manual_run(h: Harness, automation_id: str, *, snapshot: list[str], ke
             context={"$owner": {"id": "alice", "scopes": snapshot}}))
     return inserted.run
 
+
+
+async def test_implicit_owners_have_every_scope_as_ceiling_not_beyond_the_snapshot(stack: Stack,
+                                                                                 tmp_path: Path) -> None:
+    """``--insecure-no-auth``: an owner without a principal row has every scope as ceiling, so a request
+    runs with what it declared (snapshot ∩ everything), no more."""
+    async with Harness(stack, tmp_path, NO_ROUTER, auth=False) as h:
+        actions = h.engine.control.actions
+
+        def request(key: str, scopes: tuple[str, ...]) -> ActionRequested:
+            return ActionRequested(type=Spy.type, config={}, owner_id="local", idempotency_key=key, scopes=scopes)
+
+        lacking = await actions.submit_published(request("lacking", ("action:request",)))
+        holding = await actions.submit_published(request("holding", ("action:request", SCOPE)))
+        done = await h.dispatch([lacking.run.id, holding.run.id])
+        assert [(r.status, r.reason) for r in done] == [(RunStatus.FAILED, "permission"), (RunStatus.SUCCEEDED, None)]
+        assert h.spy.executed == [holding.run.id]
 
 # --- 6. owners read once per claimed batch --------------------------------------------------------------
 
