@@ -11,11 +11,15 @@ written in another stack does, in Python. The contract it follows is
   action request (type ``action.request``) under ``action.request``;
 - publish with publisher confirms and ``mandatory``: when no actwheel queue is bound (the
   engine never ran against this broker, or another prefix) the broker returns the message
-  and the publish fails, instead of dropping it silently.
+  and the publish fails, instead of dropping it silently;
+- set ``user_id`` to the RabbitMQ user you connect as: RabbitMQ refuses any other, and
+  actwheel acts as the *service principal* of that id (it must exist, may act for the
+  owner: ``on_behalf_of``, and hold the scopes); without it the message is dead-lettered
+  ``unauthenticated``. This example connects as ``svc-example`` (``ops/dev-services``).
 
 Run::
 
-    python examples/publisher.py [--url amqp://actwheel:actwheel@127.0.0.1:56720/] [--prefix t-1.]
+    python examples/publisher.py [--url amqp://svc-example:svc-example@127.0.0.1:56720/] [--prefix t-1.]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import aio_pika
 from aio_pika.abc import AbstractExchange
@@ -47,7 +52,7 @@ __all__ = [
     "to_amqp",
 ]
 
-DEFAULT_URL = "amqp://actwheel:actwheel@127.0.0.1:56720/"  # ops/dev-services
+DEFAULT_URL = "amqp://svc-example:svc-example@127.0.0.1:56720/"  # ops/dev-services: the examples' own user
 COMMANDS_EXCHANGE = "actwheel.commands"
 SCHEMA_VERSION = 1
 SOURCE = "example-publisher"
@@ -99,8 +104,9 @@ def example_automation(name: str = "example: weekday report") -> dict[str, Any]:
     }
 
 
-def to_amqp(outgoing: Outgoing) -> aio_pika.Message:
-    """The AMQP message: JSON body, the properties and the header actwheel expects."""
+def to_amqp(outgoing: Outgoing, user_id: str | None = None) -> aio_pika.Message:
+    """The AMQP message: JSON body, the properties and the header actwheel expects; ``user_id``: the
+    RabbitMQ user of the connection (the broker refuses another), who actwheel authorises."""
     env = outgoing.envelope
     return aio_pika.Message(
         json.dumps(env, separators=(",", ":")).encode("utf-8"),
@@ -112,6 +118,7 @@ def to_amqp(outgoing: Outgoing) -> aio_pika.Message:
         correlation_id=env["correlation_id"],
         timestamp=datetime.fromisoformat(env["occurred_at"]),
         app_id=env["source"],
+        user_id=user_id,
     )
 
 
@@ -127,6 +134,8 @@ async def publish_all(url: str, prefix: str, messages: Sequence[Outgoing]) -> No
     :raises aio_pika.exceptions.PublishError: a message was unroutable (no actwheel queue bound)
     :raises aio_pika.exceptions.DeliveryError: the broker refused it (a queue is full)
     """
+    username = urlsplit(url).username
+    user_id = unquote(username) if username else None
     connection = await aio_pika.connect(url, timeout=10)
     async with connection:
         # Confirms: publish() returns only once the broker has the message. on_return_raises turns
@@ -134,7 +143,7 @@ async def publish_all(url: str, prefix: str, messages: Sequence[Outgoing]) -> No
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         exchange = await commands_exchange(channel, prefix)
         for outgoing in messages:
-            await exchange.publish(to_amqp(outgoing), routing_key=outgoing.routing_key, mandatory=True)
+            await exchange.publish(to_amqp(outgoing, user_id), routing_key=outgoing.routing_key, mandatory=True)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ the contract in ``docs/asyncapi.yaml`` / ``docs/messages.md``:
 
 Run::
 
-    python examples/subscriber.py [--url amqp://actwheel:actwheel@127.0.0.1:56720/] [--prefix t-1.]
+    python examples/subscriber.py [--url amqp://svc-example:svc-example@127.0.0.1:56720/] [--prefix t-1.]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
     "subscribe",
 ]
 
-DEFAULT_URL = "amqp://actwheel:actwheel@127.0.0.1:56720/"  # ops/dev-services
+DEFAULT_URL = "amqp://svc-example:svc-example@127.0.0.1:56720/"  # ops/dev-services: the examples' own user
 EVENTS_EXCHANGE = "actwheel.events"
 DEAD_LETTER_EXCHANGE = "actwheel.dlx"
 DEFAULT_QUEUE = "example.run-printer"

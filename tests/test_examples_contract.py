@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import jsonschema
@@ -647,6 +648,15 @@ async def raw_tap_declared(url: str, exchange: str) -> AsyncIterator[RawTap]:
         yield tap
 
 
+#: The examples' RabbitMQ user (ops/dev-services; password = user name).
+EXAMPLE_USER = "svc-example"
+
+
+def as_user(url: str, user: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{user}:{user}@{parts.hostname}:{parts.port}"))
+
+
 @pytest.mark.rabbitmq
 async def test_examples_drive_a_real_engine(tmp_path: Path, publisher: ModuleType,
                                             subscriber: ModuleType) -> None:
@@ -671,10 +681,14 @@ async def test_examples_drive_a_real_engine(tmp_path: Path, publisher: ModuleTyp
         async with engine.store.transaction() as tx:  # runs are authorised against their owner at dispatch
             await tx.principals.create(NewPrincipal(id=owner, kind=PrincipalKind.USER,
                                                     scopes=("automation:*", "run:read", "action:request")))
+            # The examples connect as their own RabbitMQ user: the service principal of the same id.
+            await tx.principals.create(NewPrincipal(id=EXAMPLE_USER, kind=PrincipalKind.SERVICE,
+                                                    scopes=("automation:*", "action:request"), on_behalf_of=(owner,)))
+        example_url = as_user(url, EXAMPLE_USER)
         async with (raw_tap(url, topology.commands, "#") as tap,
-                    running_subscriber(subscriber, url, prefix, recorder,
+                    running_subscriber(subscriber, example_url, prefix, recorder,
                                        (*subscriber.DEFAULT_PATTERNS, "automation.created")) as queue_name):
-            await publisher.publish_all(url, prefix, messages)
+            await publisher.publish_all(example_url, prefix, messages)
 
             completed_event, completed = await recorder.wait_for(lambda events: next(
                 ((e, entry) for e in events if e.routing_key == "action.completed"
