@@ -73,7 +73,7 @@ class AutomationService:
             ``durable: false`` is asked of an instance without a ticker, or of a full registry
         :raises Unsupported: ``durable: false`` with an event trigger
         """
-        spec = self._parser.parse(payload)
+        spec = self._parser.parse(_as_agent(caller, payload))
         self._require_change(caller, "automation.create", spec.action_type, spec.action_config, fires=spec.enabled)
         if not spec.durable:
             return self._transient_home().create(caller, spec)
@@ -124,6 +124,8 @@ class AutomationService:
             raise InvalidInput("enabled", payload["enabled"],
                                "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
         require(caller, "automation.update", [WRITE])
+        if "labels" in payload:
+            payload = _as_agent(caller, payload)
         if self._transient(automation_id) is not None:
             current = await self._visible(caller, automation_id, write=True)
             self._require_update(caller, current, payload)
@@ -282,6 +284,21 @@ async def _move_past_cursor(tx: Transaction, automation: Automation) -> Automati
         return automation
     return await tx.automations.update(automation.id, automation.version, AutomationChanges(
         next_run_at=following, clear_next_run_at=following is None))
+
+
+def _as_agent(caller: Caller, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An agent-bound key's automation is its agent's: labelled so (else it could not see it), and
+    naming another agent is refused."""
+    if caller.agent_id is None or not isinstance(payload, Mapping):  # a bad body: the parser names it
+        return payload
+    labels = payload.get("labels", {})
+    if not isinstance(labels, Mapping):
+        return payload
+    named = labels.get("agent_id", caller.agent_id)
+    if named != caller.agent_id:
+        raise InvalidInput("labels.agent_id", named, f"{caller.agent_id!r}: an agent-bound key creates and "
+                           "labels only its agent's automations")
+    return {**payload, "labels": {**labels, "agent_id": caller.agent_id}}
 
 
 def _agent_filter(caller: Caller, agent_id: str | None) -> str | None:

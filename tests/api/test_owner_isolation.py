@@ -121,3 +121,21 @@ async def test_a_cascade_touches_only_the_callers(world: World, durable: bool, b
     assert (await world.as_("full_b", "GET", f"/v1/automations/{bobs['id']}")).status_code == 404
     again = await world.engine.control.automations.delete_by(world.callers["full_b"], **{by: LABELS[by]})
     assert list(again.automation_ids) == []
+
+
+async def test_an_agent_key_creates_only_its_agents_automations(world: World) -> None:
+    made = await create(world, "agent_a")
+    assert made["labels"]["agent_id"] == "alice-bot"
+    assert (await world.as_("agent_a", "GET", f"/v1/automations/{made['id']}")).status_code == 200
+    assert [a["id"] for a in (await world.as_("agent_a", "GET", "/v1/automations")).json()["items"]] == [made["id"]]
+    other = await world.as_("agent_a", "POST", "/v1/automations",
+                            json=automation_body(labels={"agent_id": "someone-else"}))
+    assert (other.status_code, other.json()["error"]["field"]) == (422, "labels.agent_id")
+    moved = await world.as_("agent_a", "PATCH", f"/v1/automations/{made['id']}",
+                            json={"version": made["version"], "labels": {"agent_id": "someone-else"}})
+    assert (moved.status_code, moved.json()["error"]["field"]) == (422, "labels.agent_id")
+    relabelled = await world.as_("agent_a", "PATCH", f"/v1/automations/{made['id']}",
+                                 json={"version": made["version"], "labels": {"session_id": "s9"}})
+    assert relabelled.status_code == 200, relabelled.text
+    assert relabelled.json()["labels"] == {"session_id": "s9", "agent_id": "alice-bot"}
+    assert (await world.as_("full_a", "GET", f"/v1/automations/{made['id']}")).status_code == 200
