@@ -212,3 +212,21 @@ async def test_identity_changes_are_security_events_with_ids_only(world: World) 
     assert leaks(repr(keys), *every_token) == []
     minted = await world.engine.control.keys.create(world.callers["full_a"], {"name": "r", "scopes": []})
     assert leaks(repr(minted), minted.token) == []
+
+
+@pytest.mark.parametrize("banned", ["alice", "alice-bot"])
+async def test_a_ban_refuses_the_keys_within_the_cache_ttl_and_an_unban_restores_them(world: World,
+                                                                                     banned: str) -> None:
+    agent = world.tokens["agent_a"]
+    assert agent is not None
+    assert await status(world, agent) == 200
+    ban = await world.as_("admin", "POST", f"/v1/principals/{banned}/ban", json={"reason": "test"})
+    assert ban.status_code == 200
+    world.clock.advance(CACHE_TTL_S)
+    refused = await world.http.get("/v1/whoami", headers={"Authorization": f"Bearer {agent}"})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_token")
+    assert banned in refused.json()["error"]["message"]
+    assert await status(world, str(world.tokens["full_b"])) == 200
+    assert (await world.as_("admin", "POST", f"/v1/principals/{banned}/unban")).status_code == 200
+    world.clock.advance(CACHE_TTL_S)
+    assert await status(world, agent) == 200
