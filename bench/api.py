@@ -9,9 +9,11 @@
    median of its rounds, and ``ratio`` = authenticated / open (target ≥ 0.9). Every response is checked
    (200, the automation's id): a burst with an error fails the benchmark.
    ``authenticate_us`` is the in-process cost of one cached ``Authenticator.authenticate`` call, for scale.
-2. ``asgi_cpu``: the same two apps called as ASGI in this process (no socket, no client), alternating,
-   CPU µs per request by ``time.process_time`` — what other processes on a shared machine take is not
-   counted, so this ratio is the steadier one; the server ratio above is the one the target names.
+2. ``asgi_cpu``: the same two apps called as ASGI in this process (no socket, no client, no uvicorn),
+   alternating, CPU µs per request by ``time.process_time`` (this process's threads, the SQLite
+   driver's included): the server's own cost without HTTP parsing, so the auth share is larger here
+   than through a server. It moves with the box too (caches, frequency); the target names the
+   server ratio above.
 3. ``revocation``: a key in use on the authenticated server is revoked from *another* store on the same
    database (as ``actwheel keys revoke`` or another instance does, so this instance's cache is not told);
    the time from that commit until the server answers 401, polling every ``--poll-ms``. Bound: the
