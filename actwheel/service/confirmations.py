@@ -110,7 +110,7 @@ class ConfirmationService:
 
         :raises PermissionDenied: naming every missing scope
         """
-        self._require_run(caller, automation)
+        self.require_run(caller, automation)
         confirmation_id = uuid.uuid4().hex
         token = f"{_TOKEN_PREFIX}{confirmation_id}_{secrets.token_urlsafe(32)}"
         now = self._clock.now()
@@ -158,7 +158,11 @@ class ConfirmationService:
         async with self._store.transaction() as tx:
             return await tx.confirmations.purge(before or self._clock.now() - timedelta(days=1))
 
-    def _require_run(self, caller: Caller, automation: Automation) -> None:
+    def require_run(self, caller: Caller, automation: Automation) -> None:
+        """The run-now rule: ``automation:write`` and the action's scopes.
+
+        :raises PermissionDenied: naming every missing scope
+        """
         needed = self._registry.get(automation.action_type).required_scopes_for(automation.action_config)
         require(caller, "automation.run", [WRITE, *needed])
 
