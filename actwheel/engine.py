@@ -168,6 +168,7 @@ class Engine:
     # --- construction ------------------------------------------------------------------
 
     def _control_plane(self) -> ControlPlane:
+        authenticator = Authenticator(store=self.store, clock=self.clock)
         automations = AutomationService.build(store=self.store, registry=self.registry, events=self.events,
                                               clock=self.clock, transients=self.transients)
         return ControlPlane(
@@ -178,10 +179,9 @@ class Engine:
             triggers=TriggerService(clock=self.clock),
             ontology=OntologyService(ontology=self.ontology),
             secrets=SecretService(store=self.store, writer=lambda: self.secret_store),
-            principals=PrincipalService(store=self.store),
-            keys=KeyService(store=self.store, clock=self.clock),
-            authenticator=(Authenticator(store=self.store, clock=self.clock) if self.settings.auth
-                           else NoAuthentication(self.settings.local_owner)),
+            principals=PrincipalService(store=self.store, on_change=authenticator.forget),
+            keys=KeyService(store=self.store, clock=self.clock, on_change=authenticator.forget),
+            authenticator=authenticator if self.settings.auth else NoAuthentication(self.settings.local_owner),
             status=self,
             confirmations=ConfirmationService(store=self.store, clock=self.clock, registry=self.registry,
                                               automations=automations))

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -55,8 +55,11 @@ class MintedKey:
 
 
 class PrincipalService:
-    def __init__(self, *, store: Store) -> None:
+    def __init__(self, *, store: Store, on_change: Callable[[], None] = lambda: None) -> None:
+        """``on_change``: called after a ban or unban commits (the authenticator forgets its cached rows,
+        so the change bites at once on this instance; other instances within their cache bound)."""
         self._store = store
+        self._on_change = on_change
 
     async def create(self, caller: Caller, body: Mapping[str, Any]) -> Principal:
         """``{"id", "kind", "scopes", "parent_id"?, "display_name"?, "on_behalf_of"?}`` → the principal.
@@ -93,6 +96,7 @@ class PrincipalService:
         async with self._store.transaction() as tx:
             banned = await tx.principals.ban(principal_id, reason=reason, by=caller.who)
             await _event(tx, "principal.banned", caller, principal_id=principal_id, detail={"reason": reason})
+        self._on_change()
         return banned
 
     async def unban(self, caller: Caller, principal_id: str) -> Principal:
@@ -100,13 +104,16 @@ class PrincipalService:
         async with self._store.transaction() as tx:
             unbanned = await tx.principals.unban(principal_id, by=caller.who)
             await _event(tx, "principal.unbanned", caller, principal_id=principal_id)
+        self._on_change()
         return unbanned
 
 
 class KeyService:
-    def __init__(self, *, store: Store, clock: Clock) -> None:
+    def __init__(self, *, store: Store, clock: Clock, on_change: Callable[[], None] = lambda: None) -> None:
+        """``on_change``: called after a revocation or rotation commits (as for :class:`PrincipalService`)."""
         self._store = store
         self._clock = clock
+        self._on_change = on_change
 
     async def create(self, caller: Caller, body: Mapping[str, Any]) -> MintedKey:
         """``{"name", "scopes", "principal_id"?, "agent_id"?, "expires_in_s"?}`` → the key, shown once.
@@ -150,6 +157,7 @@ class KeyService:
         async with self._store.transaction() as tx:
             revoked = await tx.api_keys.revoke(key_id, owner_id=self._owner_filter(caller))
             await _event(tx, "key.revoked", caller, principal_id=revoked.owner_id, key_id=key_id)
+        self._on_change()
         return revoked
 
     async def rotate(self, caller: Caller, key_id: str, body: Mapping[str, Any]) -> MintedKey:
@@ -170,6 +178,7 @@ class KeyService:
             await tx.api_keys.mark_replaced(key_id, minted.key.id, now + grace)
             await _event(tx, "key.rotated", caller, principal_id=old.owner_id, key_id=key_id,
                          detail={"replaced_by": minted.key.id})
+        self._on_change()
         return minted
 
     def _owner_filter(self, caller: Caller) -> str | None:

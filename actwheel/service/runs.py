@@ -1,12 +1,17 @@
-"""The run use cases every face shares: list runs, read one with its audit trail."""
+"""The run use cases every face shares: list runs, read one with its audit trail.
+
+Runs are the owner's, filtered in SQL. An agent-bound key reads only the runs of its agent's stored
+automations (by automation: a run carries no agent of its own).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actwheel.service.authorize import listing_owner, owner_by_id, require
+from actwheel.errors import InvalidInput, NotFound
+from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
 from actwheel.service.caller import Caller
-from actwheel.storage.base import Store
+from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import AuditEntry, Run, RunStatus
 
 __all__ = ["READ", "RunService", "RunWithTrail"]
@@ -35,6 +40,11 @@ class RunService:
         require(caller, "run.read", [READ])
         owner = listing_owner(caller, owner_id)
         async with self._store.transaction() as tx:
+            if caller.agent_id is not None:  # an agent-bound key reads the runs of its agent's automations only
+                if automation_id is None:
+                    raise InvalidInput("automation_id", None, "an automation of the key's agent "
+                                       f"{caller.agent_id!r}: an agent-bound key lists runs per automation")
+                await _agent_automation(tx, caller, automation_id)
             return await tx.runs.query(owner_id=owner, automation_id=automation_id,
                                        statuses=[status] if status else None, limit=limit)
 
@@ -43,5 +53,24 @@ class RunService:
         require(caller, "run.read", [READ])
         async with self._store.transaction() as tx:
             run = await tx.runs.get(run_id, owner_id=owner_by_id(caller))
+            if caller.agent_id is not None and (
+                    run.automation_id is None or not await _agent_sees(tx, caller, run.automation_id)):
+                raise NotFound("run", run_id)
             trail = await tx.audit.trail(run.id)
         return RunWithTrail(run, trail)
+
+
+async def _agent_sees(tx: Transaction, caller: Caller, automation_id: str) -> bool:
+    try:
+        await _agent_automation(tx, caller, automation_id)
+    except NotFound:
+        return False
+    return True
+
+
+async def _agent_automation(tx: Transaction, caller: Caller, automation_id: str) -> None:
+    """:raises NotFound: ``automation_id`` is not an automation of the caller's agent (transient ones
+    included: their runs carry their ``tr_`` id, and the agent label lives in memory — refused here)"""
+    automation = await tx.automations.get(automation_id, owner_id=caller.owner_id)
+    if not sees(caller, automation.agent_id):
+        raise NotFound("automation", automation_id)

@@ -139,3 +139,19 @@ async def test_an_agent_key_creates_only_its_agents_automations(world: World) ->
     assert relabelled.status_code == 200, relabelled.text
     assert relabelled.json()["labels"] == {"session_id": "s9", "agent_id": "alice-bot"}
     assert (await world.as_("full_a", "GET", f"/v1/automations/{made['id']}")).status_code == 200
+
+
+async def test_an_agent_key_reads_the_runs_of_its_agents_automations_only(world: World) -> None:
+    own = await create(world, "agent_a")
+    others = await create(world, "full_a")  # alice's, made without the agent
+    own_run = (await world.as_("full_a", "POST", f"/v1/automations/{own['id']}/run")).json()["run_id"]
+    other_run = (await world.as_("full_a", "POST", f"/v1/automations/{others['id']}/run")).json()["run_id"]
+    listed = await world.as_("agent_a", "GET", f"/v1/runs?automation_id={own['id']}")
+    assert [r["id"] for r in listed.json()["items"]] == [own_run]
+    assert (await world.as_("agent_a", "GET", f"/v1/runs/{own_run}")).status_code == 200
+    assert (await world.as_("agent_a", "GET", f"/v1/runs/{other_run}")).status_code == 404
+    assert (await world.as_("agent_a", "GET", f"/v1/runs?automation_id={others['id']}")).status_code == 404
+    unfiltered = await world.as_("agent_a", "GET", "/v1/runs")
+    assert (unfiltered.status_code, unfiltered.json()["error"]["field"]) == (422, "automation_id")
+    # alice herself still reads both
+    assert (await world.as_("full_a", "GET", f"/v1/runs/{other_run}")).status_code == 200
