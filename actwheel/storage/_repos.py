@@ -29,6 +29,7 @@ from actwheel.storage._rows import (
 )
 from actwheel.storage._runner import SqlRunner
 from actwheel.storage._runs import SqlRuns
+from actwheel.storage._sessions import SqlUiSessions
 from actwheel.storage.base import (
     ApiKeyRepository,
     AuditRepository,
@@ -645,6 +646,7 @@ class SqlTransaction(Transaction):
         self.partitions = SqlPartitionLeases(sql)
         self.idempotency = SqlIdempotency(sql)
         self.confirmations = SqlConfirmations(sql)
+        self.ui_sessions = SqlUiSessions(sql)
 
     @property
     def outbox_touched(self) -> bool:

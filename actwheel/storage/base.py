@@ -43,6 +43,7 @@ from actwheel.storage.records import (
     NewPrincipal,
     NewRun,
     NewSecurityEvent,
+    NewUiSession,
     ObjectRecord,
     ObjectTypeRecord,
     OutboxMessage,
@@ -56,6 +57,7 @@ from actwheel.storage.records import (
     RunStatus,
     SecretRecord,
     SecurityEvent,
+    UiSession,
 )
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "Store",
     "StoredSecretRepository",
     "Transaction",
+    "UiSessionRepository",
 ]
 
 Dialect = Literal["sqlite", "postgres"]
@@ -773,6 +776,31 @@ class ConfirmationRepository(ABC):
         """
 
 
+class UiSessionRepository(ABC):
+    """The dashboard's sign-in sessions (table ``ui_sessions``): rows keyed by ``sha256`` of the
+    session id. Instants are the caller's (the service's clock), never the database's."""
+
+    @abstractmethod
+    async def create(self, new: NewUiSession) -> UiSession:
+        """Store a session.
+
+        :raises Conflict: its id or session hash exists already (``UNIQUE``)
+        :raises InvalidInput: a naive instant, an empty id, hash, key, owner or principal
+        """
+
+    @abstractmethod
+    async def by_hash(self, session_hash: str) -> UiSession | None:
+        """The session whose id hashes to ``session_hash``, revoked or expired or not."""
+
+    @abstractmethod
+    async def revoke(self, session_hash: str, *, at: datetime) -> bool:
+        """Mark the session revoked (the first revocation is kept); ``False``: there is none."""
+
+    @abstractmethod
+    async def purge(self, before: datetime) -> int:
+        """Delete the sessions that expired before ``before``; returns how many."""
+
+
 class DeadLetterRepository(ABC):
     """Things that failed for good (a compensation that failed, an undeliverable message)."""
 
@@ -830,6 +858,7 @@ class Transaction(ABC):
     partitions: PartitionLeaseRepository
     idempotency: IdempotencyRepository
     confirmations: ConfirmationRepository
+    ui_sessions: UiSessionRepository
 
     @abstractmethod
     async def now(self) -> datetime:

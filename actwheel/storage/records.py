@@ -37,6 +37,7 @@ __all__ = [
     "NewPrincipal",
     "NewRun",
     "NewSecurityEvent",
+    "NewUiSession",
     "ObjectRecord",
     "ObjectTypeRecord",
     "Origin",
@@ -51,6 +52,7 @@ __all__ = [
     "RunStatus",
     "SecretRecord",
     "SecurityEvent",
+    "UiSession",
 ]
 
 
@@ -523,6 +525,37 @@ class SecretRecord:
     version: int
     created_at: datetime
     rotated_at: datetime | None
+
+
+# --- dashboard sessions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewUiSession:
+    """A dashboard sign-in: only ``sha256`` of the session id (the cookie) is stored, with the key it
+    was exchanged for, its principal and owner; valid until ``expires_at`` (the service's clock)."""
+
+    id: str
+    session_hash: str = field(repr=False)
+    key_id: str
+    owner_id: str
+    principal_id: str
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UiSession:
+    """A stored dashboard session; ``revoked_at`` is set by sign-out and kept."""
+
+    id: str
+    session_hash: str = field(repr=False)
+    key_id: str
+    owner_id: str
+    principal_id: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
 
 
 # --- MCP confirmations ---------------------------------------------------------------

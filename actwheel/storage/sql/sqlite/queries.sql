@@ -633,3 +633,20 @@ ON CONFLICT (name) DO NOTHING;
 
 -- name: get_mcp_server_key
 SELECT secret FROM mcp_server_keys WHERE name = :name;
+
+-- ---------------------------------------------------------------- dashboard sessions
+-- name: insert_ui_session
+INSERT INTO ui_sessions (id, session_hash, key_id, owner_id, principal_id, created_at, expires_at)
+VALUES (:id, :session_hash, :key_id, :owner_id, :principal_id, :created_at, :expires_at)
+RETURNING *;
+
+-- name: ui_session_by_hash
+SELECT * FROM ui_sessions WHERE session_hash = :session_hash;
+
+-- name: revoke_ui_session
+-- The first revocation is kept.
+UPDATE ui_sessions SET revoked_at = coalesce(revoked_at, :at) WHERE session_hash = :session_hash
+RETURNING id;
+
+-- name: purge_ui_sessions
+DELETE FROM ui_sessions WHERE expires_at < :before RETURNING id;
