@@ -84,6 +84,7 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("GET", "/v1/principals"): RoutePolicy(("admin:read",), ownership="admin"),
     ("POST", "/v1/principals/{id}/ban"): RoutePolicy(("admin:write",), ownership="admin"),
     ("POST", "/v1/principals/{id}/unban"): RoutePolicy(("admin:write",), ownership="admin"),
+    ("PUT", "/v1/principals/{id}/scopes"): RoutePolicy(("admin:write",), ownership="admin"),
 }
 
 

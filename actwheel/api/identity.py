@@ -13,6 +13,7 @@ Routes (exact)::
     GET    /v1/principals[?kind=…]
     POST   /v1/principals/{id}/ban    {"reason"}
     POST   /v1/principals/{id}/unban
+    PUT    /v1/principals/{id}/scopes {"scopes"} → the principal with its new ceiling
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def identity_routes(control: ControlPlane) -> list[tuple[str, str, Handler]]:
         ("GET", "/v1/principals", api.list_principals),
         ("POST", "/v1/principals/{id}/ban", api.ban),
         ("POST", "/v1/principals/{id}/unban", api.unban),
+        ("PUT", "/v1/principals/{id}/scopes", api.set_scopes),
     ]
 
 
@@ -92,6 +94,12 @@ class _IdentityApi:
     async def unban(self, request: Request) -> Response:
         return json_response(describe_principal(await self._principals.unban(caller_of(request),
                                                                              request.path_params["id"])))
+
+
+    async def set_scopes(self, request: Request) -> Response:
+        body = await read_object(request)
+        changed = await self._principals.set_scopes(caller_of(request), request.path_params["id"], body.get("scopes"))
+        return json_response(describe_principal(changed))
 
 
 def _shown_once(minted: MintedKey) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""``actwheel users create|list|ban|unban``: principals, straight on the database.
+"""``actwheel users create|list|ban|unban|set-scopes``: principals, straight on the database.
 
 The identity commands open the store themselves (``--database``, like ``actwheel run``) and call the
 same use cases as ``/v1/principals`` and ``/v1/keys`` (:mod:`actwheel.service.identity`) as
@@ -63,7 +63,12 @@ def register(subparsers: Any) -> None:
     unban.add_argument("id")
     unban.set_defaults(handler=_unban)
 
-    for child in (create, listing, ban, unban):
+    scopes = sub.add_parser("set-scopes", help="replace a principal's ceiling (lowering it bites at the next run)")
+    scopes.add_argument("id")
+    scopes.add_argument("--scopes", required=True, type=comma_list, help="the new ceiling, comma-separated")
+    scopes.set_defaults(handler=_set_scopes)
+
+    for child in (create, listing, ban, unban, scopes):
         add_database_option(child)
 
 
@@ -177,6 +182,16 @@ def _unban(args: argparse.Namespace) -> int:
     code, unbanned = run_on_store("users unban", args.database, use)
     if unbanned is not None:
         print(f"unbanned {_line(unbanned)}")
+    return code
+
+
+def _set_scopes(args: argparse.Namespace) -> int:
+    async def use(store: Store, clock: Clock) -> Principal:
+        return await PrincipalService(store=store).set_scopes(CLI_CALLER, args.id, args.scopes)
+
+    code, changed = run_on_store("users set-scopes", args.database, use)
+    if changed is not None:
+        print(f"set {_line(changed)}")
     return code
 
 

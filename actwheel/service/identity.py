@@ -108,6 +108,22 @@ class PrincipalService:
         return unbanned
 
 
+    async def set_scopes(self, caller: Caller, principal_id: str, scopes: Any) -> Principal:
+        """Replace a principal's ceiling: lowering it makes the next run of its automations that needs a
+        removed scope FAILED(permission) (authority is decided at dispatch), and narrows its keys at once.
+
+        :raises InvalidInput: an unknown scope, or ``*`` (the bootstrap admin's alone)
+        """
+        require(caller, "principal.set_scopes", [ADMIN_WRITE])
+        ceiling = validate_scopes(scopes, "scopes")
+        async with self._store.transaction() as tx:
+            changed = await tx.principals.set_scopes(principal_id, tuple(sorted(ceiling)))
+            await _event(tx, "principal.scopes_set", caller, principal_id=principal_id,
+                         detail={"scopes": sorted(ceiling)})
+        self._on_change()
+        return changed
+
+
 class KeyService:
     def __init__(self, *, store: Store, clock: Clock, on_change: Callable[[], None] = lambda: None) -> None:
         """``on_change``: called after a revocation or rotation commits (as for :class:`PrincipalService`)."""

@@ -105,4 +105,4 @@ def test_the_matrix_is_not_trivial() -> None:
     scoped = [k for k, p in ROUTE_POLICIES.items() if p.scopes]
     assert len(public) == 3
     assert len(scoped) == len(ROUTE_POLICIES) - len(public) - 3  # whoami, action types, preview: any key
-    assert len(ROUTE_POLICIES) * len(CREDENTIALS) == 192
+    assert len(ROUTE_POLICIES) * len(CREDENTIALS) >= 192  # 32 routes x 6 credentials at issue 11; later faces add

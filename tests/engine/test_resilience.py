@@ -30,7 +30,7 @@ from actwheel.messages import ActionRequested, AutomationCommandRequested
 from actwheel.service import ActionService, Caller
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
-from actwheel.storage.records import Run, RunStatus
+from actwheel.storage.records import NewPrincipal, PrincipalKind, Run, RunStatus
 
 ALICE = Caller("alice")
 EVERY_SECOND = {"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "SECONDS"}
@@ -164,6 +164,9 @@ async def test_a_bad_command_is_dead_lettered_with_the_validation_error(
         stack: Stack, dead_letters_of: Callable[[Bus], Any]) -> None:
     engine = stack.engine()
     async with engine:
+        async with engine.store.transaction() as tx:  # on RabbitMQ a command acts as its publisher's service
+            await tx.principals.create_if_absent(NewPrincipal(
+                id="actwheel", kind=PrincipalKind.SERVICE, scopes=("automation:*",), on_behalf_of=("alice",)))
         letters: DeadLetters = await dead_letters_of(engine.bus)
         good = AutomationCommandRequested(command="create", owner_id="alice", args={"automation": {
             "name": "fine", "trigger": {"type": "once", "at": "2031-01-01T09:00:00+08:00"}, "action": SET_X}})
