@@ -57,6 +57,8 @@ from actwheel.service import (
     TriggerService,
 )
 from actwheel.service.confirmations import ConfirmationService
+from actwheel.service.sessions import SessionService
+from actwheel.service.stream import StreamHub
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
@@ -144,6 +146,7 @@ class Engine:
     async def stop(self) -> None:
         """Stop actors (intake first, grace, cancel), then the bus, then the store. Idempotent:
         a no-op when the engine never started or its start failed (that start cleaned up)."""
+        await self.control.stream.close()  # an open dashboard tab must not hold the drain up
         stack, self._stack = self._stack, AsyncExitStack()
         self.started = False
         await stack.aclose()
@@ -184,7 +187,9 @@ class Engine:
             authenticator=authenticator if self.settings.auth else NoAuthentication(self.settings.local_owner),
             status=self,
             confirmations=ConfirmationService(store=self.store, clock=self.clock, registry=self.registry,
-                                              automations=automations))
+                                              automations=automations),
+            sessions=SessionService(store=self.store, clock=self.clock, authenticator=authenticator),
+            stream=StreamHub(store=self.store, subscribe=self._subscribe_stream))
 
     def _build_actors(self) -> dict[str, Actor]:
         s = self.settings
@@ -259,6 +264,19 @@ class Engine:
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if isinstance(message, AutomationChanged):
                 await apply(message)
+
+        return await self.bus.consume(spec.name, handle, prefetch=64)
+
+    async def _subscribe_stream(self, deliver: Callable[[str, Mapping[str, Any]], Awaitable[None]]) -> Subscription:
+        """This instance's feed for the live stream (``GET /v1/stream``): drop-head like the ticker's."""
+        topology = self.bus.topology
+        spec = QueueSpec(f"{self._prefix}actwheel.stream.{self.settings.instance}",
+                         ((topology.events, "run.#"), *automation_changes(topology)),
+                         max_length=10_000, overflow="drop-head", expires_s=600)
+        await self.bus.declare_queue(spec)
+
+        async def handle(delivery: Delivery) -> None:
+            await deliver(delivery.envelope.type, delivery.envelope.data)
 
         return await self.bus.consume(spec.name, handle, prefetch=64)
 

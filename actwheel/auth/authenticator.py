@@ -53,6 +53,7 @@ class Authenticator:
         self._ttl = cache_ttl_s
         self._cache: dict[str, _Entry] = {}
         self._touched: dict[str, float] = {}
+        self._hash_of: dict[str, str] = {}
         self._failures: list[float] = []
 
     async def authenticate(self, token: str | None) -> Caller:
@@ -71,6 +72,28 @@ class Authenticator:
             raise Unauthenticated("unknown API key", token_sent=True, key_id=parsed.key_id)
         self._check_live(entry)
         await self._touch(entry.key)
+        return entry.caller
+
+    async def authenticate_key_id(self, key_id: str) -> Caller:
+        """The caller of the stored key ``key_id`` (a dashboard session's key), checked as a presented key
+        is: revoked, expired, banned and a lowered ceiling bite within the same cache bound.
+
+        :raises Unauthenticated: no such key, or one that is no longer good
+        """
+        key_hash = self._hash_of.get(key_id)
+        if key_hash is None:
+            async with self._store.transaction() as tx:
+                try:
+                    key_hash = (await tx.api_keys.get(key_id)).key_hash
+                except NotFound:
+                    raise Unauthenticated("unknown API key", token_sent=True, key_id=key_id) from None
+            if len(self._hash_of) >= _CACHE_MAX:
+                self._hash_of.clear()
+            self._hash_of[key_id] = key_hash  # a key's hash never changes
+        entry = await self._entry(key_hash)
+        if entry is None:
+            raise Unauthenticated("unknown API key", token_sent=True, key_id=key_id)
+        self._check_live(entry)
         return entry.caller
 
     def forget(self) -> None:

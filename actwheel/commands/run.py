@@ -71,6 +71,7 @@ async def serve(settings: Settings) -> int:
               f"actors {','.join(settings.roles)}, {_auth_line(settings)})", flush=True)
         await _wait_first(stop.wait(), asyncio.shield(http))
     finally:
+        await engine.control.stream.close()  # open live streams end now: they must not hold the server up
         server.should_exit = True  # the API stops taking requests first, then the actors drain
         if http is not None:
             await asyncio.wait([http], timeout=5)

@@ -19,6 +19,8 @@ from actwheel.service.confirmations import ConfirmationService
 from actwheel.service.identity import KeyService, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
 from actwheel.service.runs import RunService
+from actwheel.service.sessions import SessionService
+from actwheel.service.stream import StreamHub
 from actwheel.settings import Settings
 
 __all__ = ["Authenticates", "ControlPlane", "EngineStatus"]
@@ -67,3 +69,7 @@ class ControlPlane:
     status: EngineStatus
     #: the MCP face's preview digests and run-now confirmations
     confirmations: ConfirmationService
+    #: the dashboard's sign-in sessions
+    sessions: SessionService
+    #: this instance's live stream of run transitions, step progress and automation changes
+    stream: StreamHub
