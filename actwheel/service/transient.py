@@ -58,7 +58,7 @@ class TransientAutomations:
             action_type=spec.action_type, action_config=spec.action_config, policy=spec.policy.to_dict(),
             labels=spec.labels, enabled=spec.enabled, status=AutomationStatus.ACTIVE, durable=False,
             next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at, version=1,
-            partition=-1, created_at=now, updated_at=now))
+            partition=-1, created_at=now, updated_at=now, created_by=caller.who, created_by_key=caller.key_id))
 
     async def update(self, automation_id: str, payload: Mapping[str, Any], expected_version: int) -> Automation:
         """:raises Conflict: ``expected_version`` is stale"""
