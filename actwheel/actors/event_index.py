@@ -2,9 +2,14 @@
 
 Business events are published by other services to the events exchange under
 their own routing keys (anything outside actwheel's namespaces). The planner's
-event queue is bound to the pattern of every enabled event automation;
-bindings only ever grow (a stale binding brings events nobody matches, which
-are acked and dropped).
+event queue is bound to the pattern of every enabled event automation, and
+unbound from a pattern once no enabled automation uses it, so that a mandatory
+event nobody waits for comes back unroutable. The index counts the entries of
+each pattern; a change that drops the last one *releases* the pattern
+(:attr:`Applied.released`). The index is per instance while the automations are
+shared, so a released pattern is only a candidate: the planner unbinds it, then
+asks the database (:meth:`EventIndex.in_use`) and binds it again if an enabled
+event automation still uses it (another instance's, or one created meanwhile).
 
 The index is read in full at start, then kept by applying each change from
 the changed automation alone (:meth:`EventIndex.apply`): a change costs one
@@ -22,6 +27,8 @@ nothing.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -30,7 +37,7 @@ from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.topics import topic_matches
 
-__all__ = ["EventIndex", "event_pattern"]
+__all__ = ["Applied", "EventIndex", "event_pattern", "trigger_pattern"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +46,33 @@ class _Entry:
     automation: Automation
 
 
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one change did to the index.
+
+    :ivar pattern: the pattern the automation is indexed under now (bind it), or ``None``
+    :ivar released: a pattern the automation used before the change that no entry of this index uses
+        any more (a candidate to unbind, see the module docstring), or ``None``
+    """
+
+    pattern: str | None
+    released: str | None = None
+
+
+def trigger_pattern(automation: Automation) -> str | None:
+    """The routing-key pattern of ``automation``'s event trigger, enabled or not; ``None`` for other triggers."""
+    if automation.trigger.get("type") != "event":
+        return None
+    pattern = automation.trigger.get("routing_key")
+    return pattern if isinstance(pattern, str) else None
+
+
 def event_pattern(automation: Automation) -> str | None:
     """The routing-key pattern ``automation`` listens to, or ``None`` when it fires on no event now
     (another trigger type, disabled, paused or completed)."""
     if not automation.enabled or automation.status is not AutomationStatus.ACTIVE:
         return None
-    if automation.trigger.get("type") != "event":
-        return None
-    pattern = automation.trigger.get("routing_key")
-    return pattern if isinstance(pattern, str) else None
+    return trigger_pattern(automation)
 
 
 class EventIndex:
@@ -57,11 +82,12 @@ class EventIndex:
         self._max_age = timedelta(seconds=max_age_s)
         self._page = page
         self._entries: dict[str, _Entry] = {}
+        self._uses: Counter[str] = Counter()
         self._loaded_at: datetime | None = None
 
     @property
     def patterns(self) -> frozenset[str]:
-        return frozenset(e.pattern for e in self._entries.values())
+        return frozenset(self._uses)
 
     def stale(self) -> bool:
         return self._loaded_at is None or self._clock.now() - self._loaded_at > self._max_age
@@ -82,25 +108,47 @@ class EventIndex:
                 break
             after_id = page[-1].id
         self._entries = entries
+        self._uses = Counter(e.pattern for e in entries.values())
         self._loaded_at = self._clock.now()
         return self.patterns
 
-    def apply(self, automation_id: str, current: Automation | None) -> str | None:
+    def apply(self, automation_id: str, current: Automation | None) -> Applied:
         """Apply one change: ``current`` is the automation as stored now (``None``: deleted).
 
         Indexed while it is an enabled event automation, dropped otherwise (a disable, a delete, an
         edit to another trigger). A read older than the entry (a slower handler of an earlier change)
-        changes nothing. Returns the pattern it is indexed under now, if any.
+        changes nothing. The pattern it used before (its entry's, else its stored trigger's: a change
+        another instance indexed) is released when no entry uses it any more.
         """
         seen = self._entries.get(automation_id)
         if current is not None and seen is not None and current.version < seen.automation.version:
-            return seen.pattern
+            return Applied(seen.pattern)
+        before = seen.pattern if seen is not None else (None if current is None else trigger_pattern(current))
         pattern = None if current is None else event_pattern(current)
+        if seen is not None:
+            self._uses.subtract((seen.pattern,))
+            self._uses += Counter()  # drops the patterns whose count reached zero
         if pattern is None or current is None:
             self._entries.pop(automation_id, None)
-            return None
-        self._entries[automation_id] = _Entry(pattern, current)
-        return pattern
+        else:
+            self._entries[automation_id] = _Entry(pattern, current)
+            self._uses[pattern] += 1
+        released = before if before is not None and before != pattern and before not in self._uses else None
+        return Applied(pattern, released)
+
+    async def in_use(self, patterns: Collection[str]) -> frozenset[str]:
+        """Which of ``patterns`` an enabled event automation in the database uses now, whoever indexed it:
+        the truth a release is checked against (paged like :meth:`refresh`, stops once all are found)."""
+        wanted, found = frozenset(patterns), set[str]()
+        after_id = ""
+        while wanted - found:
+            async with self._store.transaction() as tx:
+                page = await tx.automations.event_automations(after_id=after_id, limit=self._page)
+            found.update(p for p in map(event_pattern, page) if p in wanted)
+            if len(page) < self._page:
+                break
+            after_id = page[-1].id
+        return frozenset(found)
 
     def matching(self, routing_key: str) -> list[Automation]:
         return [e.automation for e in self._entries.values() if topic_matches(e.pattern, routing_key)]

@@ -8,7 +8,8 @@ again; an announcement the cursor has already passed is stale and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import asyncio
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -78,7 +79,10 @@ class Planner(ConsumerActor):
         self._prefix = queue_prefix
         self._prefetch = prefetch
         self._event_index = EventIndex(store=store, clock=clock)
-        self._bound: frozenset[str] = frozenset()
+        self._bound: set[str] = set()  # the patterns this instance bound (another instance may bind more)
+        self._releasing: set[str] = set()
+        self._release_lock = asyncio.Lock()
+        self._events_declared = False
         self._parsed = ParsedSpecs()
         self._observers: list[Callable[[Sequence[Run], datetime], None]] = []
 
@@ -88,7 +92,7 @@ class Planner(ConsumerActor):
             Intake(queues.planner_due(topology, prefix), self.on_due, self._prefetch),
             Intake(queues.planner_commands(topology, prefix), self.on_command, self._prefetch),
             Intake(queues.planner_changes(topology, prefix), self.on_change, self._prefetch),
-            Intake(queues.planner_events(topology, prefix, self._bound), self.on_event, self._prefetch),
+            Intake(queues.planner_events(topology, prefix), self.on_event, self._prefetch),
         )
 
     async def run(self) -> None:
@@ -104,19 +108,53 @@ class Planner(ConsumerActor):
     # --- business events (event triggers) -----------------------------------------------
 
     async def _bind_event_patterns(self) -> None:
-        """The full read (at start, then every ``max_age_s``): every enabled event automation."""
-        await self._bind(await self._event_index.refresh())
+        """The full read (at start, then every ``max_age_s``): every enabled event automation. Binds every
+        pattern again (idempotent on the broker), which heals a binding lost to a release racing another
+        instance's change, and releases the patterns this instance bound that nothing uses now."""
+        patterns = await self._event_index.refresh()
+        for pattern in sorted(patterns):
+            await self._bind(pattern)
+        if unused := self._bound - patterns:
+            await self._release(unused)
 
-    async def _bind(self, patterns: Iterable[str]) -> None:
-        """Bind the event queue to the patterns not bound yet (bindings only grow)."""
-        new = frozenset(patterns) - self._bound
-        if new:
-            await self.bus.declare_queue(queues.planner_events(self.bus.topology, self._prefix, self._bound | new))
-            self._bound |= new
+    @property
+    def _events_queue(self) -> str:
+        return queues.planner_events(self.bus.topology, self._prefix).name
+
+    async def _declare_events(self) -> None:
+        if not self._events_declared:  # bindings are added and removed one by one: the queue comes first
+            await self.bus.declare_queue(queues.planner_events(self.bus.topology, self._prefix))
+            self._events_declared = True
+
+    async def _bind(self, pattern: str) -> None:
+        await self._declare_events()
+        await self.bus.bind(self._events_queue, self.bus.topology.events, pattern)
+        self._bound.add(pattern)
+
+    async def _release(self, patterns: Collection[str]) -> None:
+        """Unbind ``patterns``, which no entry of this instance's index uses any more, then bind again the
+        ones an enabled event automation in the database still uses (another instance's, or one created
+        meanwhile). Unbinding first means a create racing the release always ends bound: either the check
+        sees its row, or its change (published after its commit) binds after the unbind. Concurrent
+        releases are taken together, one database read for the lot."""
+        self._releasing.update(patterns)
+        async with self._release_lock:
+            batch, self._releasing = self._releasing, set()
+            if not batch:
+                return
+            await self._declare_events()
+            for pattern in sorted(batch):  # the queue is shared: unbind what another instance bound, too
+                await self.bus.unbind(self._events_queue, self.bus.topology.events, pattern)
+                self._bound.discard(pattern)
+            still = await self._event_index.in_use(batch)
+            for pattern in sorted(still):
+                await self._bind(pattern)
+        _log.info("event_patterns_released", unbound=sorted(batch - still), kept=sorted(still))
 
     async def on_change(self, delivery: Delivery) -> None:
         """An automation changed: apply it to the event index from its own row alone (one read, whatever
-        the number of automations), binding its pattern if it is a new one."""
+        the number of automations), binding its pattern (again: idempotent) and releasing the pattern it
+        no longer uses."""
         try:
             change = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(change, AutomationChanged):
@@ -125,9 +163,11 @@ class Planner(ConsumerActor):
                 found = await tx.automations.get_many([change.automation_id])
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
-        pattern = self._event_index.apply(change.automation_id, found.get(change.automation_id))
-        if pattern is not None:
-            await self._bind([pattern])
+        applied = self._event_index.apply(change.automation_id, found.get(change.automation_id))
+        if applied.pattern is not None:
+            await self._bind(applied.pattern)
+        if applied.released is not None:
+            await self._release([applied.released])
 
     async def on_event(self, delivery: Delivery) -> None:
         """A business event: one run per matching event automation, dedupe key ``event:<event id>``."""

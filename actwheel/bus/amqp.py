@@ -51,6 +51,7 @@ from actwheel.bus.base import (
     Handler,
     InFlight,
     Subscription,
+    check_binding,
     check_exchange,
     check_prefetch,
 )
@@ -242,6 +243,23 @@ class AmqpBus(Bus):
         for exchange, pattern in spec.bindings:
             await _call(queue.bind(exchange, pattern), "bind queue")
         self._specs[spec.name] = spec
+
+    async def bind(self, queue: str, exchange: str, pattern: str) -> None:
+        # Through the underlying channel, not a RobustQueue: aio-pika re-binds a RobustQueue's bindings on
+        # every reconnect, so a pattern bound that way would come back after unbind. Bindings of a durable
+        # queue live on the broker; a reconnect does not lose them.
+        self._require_open()
+        check_binding(self.topology, self._specs, queue, exchange, pattern)
+        admin, _ = self._require_channels()
+        channel = await _call(admin.get_underlay_channel(), "bind queue")
+        await _call(channel.queue_bind(queue, exchange, routing_key=pattern), "bind queue")
+
+    async def unbind(self, queue: str, exchange: str, pattern: str) -> None:
+        self._require_open()
+        check_binding(self.topology, self._specs, queue, exchange, pattern)
+        admin, _ = self._require_channels()
+        channel = await _call(admin.get_underlay_channel(), "unbind queue")
+        await _call(channel.queue_unbind(queue, exchange, routing_key=pattern), "unbind queue")
 
     async def _declare_on(self, channel: AbstractRobustChannel, spec: QueueSpec) -> AbstractRobustQueue:
         try:

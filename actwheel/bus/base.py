@@ -10,16 +10,19 @@ Contract shared by every adapter (``memory``, ``amqp``), checked by one test sui
 - **Ack by scope, outcome by exception.** A handler that returns acks the delivery;
   ``raise Retry(delay)`` requeues it (after ``delay`` seconds, held by the consumer);
   ``raise Reject(detail, reason=...)`` or :class:`InvalidMessage` dead-letters it at once
-  with its reason (``rejected`` unless given: ``unauthenticated``, ``permission``, ...) in
-  its headers; any other exception is logged and requeues it. Every requeue counts toward
-  the queue's delivery limit, past which the message is dead-lettered with reason
-  ``delivery_limit``. A handler that raises never stops its consumer.
+  with its reason (``rejected`` unless given: ``invalid_message``, ``unknown_type``,
+  ``unauthenticated``, ``permission``, ...) in its headers; any other exception is logged
+  and requeues it. Every requeue counts toward the queue's delivery limit, past which the
+  message is dead-lettered with reason ``delivery_limit``. A handler that raises never stops its consumer.
 - **Who published.** ``Delivery.publisher`` is the AMQP ``user_id`` property, which RabbitMQ
   refuses unless it names the publishing connection's own user (``None`` when the publisher did
   not set it). The memory bus is in-process: everything on it was published by this process, so
   its deliveries are ``trusted`` and carry no publisher; an amqp delivery is never trusted.
 - A body that does not decode (malformed, oversized, unknown schema version) never
   reaches a handler: it is dead-lettered with its reason and counted.
+- **Bindings** come with :meth:`Bus.declare_queue` or one at a time with :meth:`Bus.bind`;
+  :meth:`Bus.unbind` removes one (a publish it routed is unroutable once no other binding
+  matches).
 - **Prefetch** bounds the deliveries a consumer has in flight at once.
 - Messages a consumer had not acked when it was cancelled, or when its connection
   died, come back (``redelivered=True``) to another consumer. An ack that can no
@@ -32,17 +35,20 @@ import asyncio
 import enum
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from actwheel.bus.envelope import Envelope
-from actwheel.bus.topology import QueueSpec, Topology
-from actwheel.errors import InvalidInput
+from actwheel.bus.topology import QueueSpec, Topology, check_routing_key
+from actwheel.errors import InvalidInput, InvalidMessage
 from actwheel.logs import get_logger
 
 __all__ = [
+    "INVALID_MESSAGE",
+    "REJECTED",
+    "UNKNOWN_TYPE",
     "Bus",
     "BusState",
     "BusStats",
@@ -54,6 +60,7 @@ __all__ = [
     "Reject",
     "Retry",
     "Subscription",
+    "invalid_reason",
 ]
 
 _log = get_logger("actwheel.bus")
@@ -72,6 +79,13 @@ ORIGIN_ROUTING_KEY_HEADER = "x-actwheel-routing-key"
 #: The ``user_id`` the dead message was published with: a record for whoever reads the dead letter,
 #: never authority (a dead letter is republished by someone else, with their own ``user_id``).
 ORIGIN_PUBLISHER_HEADER = "x-actwheel-publisher"
+#: Dead-letter reasons (``x-actwheel-reason``) of a message its handler refused: a well-formed request
+#: refused as it stands (an unknown automation, a lost version race, ...); data that does not fit its
+#: type (a missing or ill-typed field, an invalid trigger or action config); an envelope type the
+#: queue does not take.
+REJECTED = "rejected"
+INVALID_MESSAGE = "invalid_message"
+UNKNOWN_TYPE = "unknown_type"
 #: Headers the broker sets when it dead-letters (delivery limit), emulated by the memory bus.
 BROKER_REASON_HEADER = "x-first-death-reason"
 BROKER_QUEUE_HEADER = "x-first-death-queue"
@@ -99,7 +113,7 @@ class Reject(Exception):  # an outcome, not an error
     :param reason: the machine-readable reason (``x-actwheel-reason``): ``rejected`` unless given
     """
 
-    def __init__(self, detail: str, *, reason: str = "rejected") -> None:
+    def __init__(self, detail: str, *, reason: str = REJECTED) -> None:
         self.detail = detail
         self.reason = reason
         super().__init__(detail)
@@ -132,7 +146,7 @@ class Delivery:
 class DeadLetter:
     """A message in the dead-letter queue and why it is there.
 
-    :ivar reason: ``delivery_limit``, ``rejected``, ``invalid_message``, ``malformed``,
+    :ivar reason: ``delivery_limit``, ``rejected``, ``invalid_message``, ``unknown_type``, ``malformed``,
         ``oversized``, ``unsupported_schema``, ``unauthenticated`` or ``permission`` (a handler's
         :class:`Reject` may name others; ``expired``/``maxlen`` from the broker are passed on)
     :ivar detail: a human-readable explanation when actwheel dead-lettered it
@@ -148,6 +162,12 @@ class DeadLetter:
     body: bytes
     headers: Mapping[str, Any]
     envelope: Envelope | None
+
+
+def invalid_reason(exc: InvalidInput) -> str:
+    """The dead-letter reason of input a handler refused: ``unknown_type`` for an envelope type it does
+    not take (an :class:`InvalidMessage` naming ``type``), ``invalid_message`` for everything else."""
+    return UNKNOWN_TYPE if isinstance(exc, InvalidMessage) and exc.field == "type" else INVALID_MESSAGE
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
@@ -280,6 +300,23 @@ class Bus(ABC):
         """
 
     @abstractmethod
+    async def bind(self, queue: str, exchange: str, pattern: str) -> None:
+        """Bind the declared ``queue`` to ``exchange`` with ``pattern``; idempotent.
+
+        :raises InvalidInput: ``queue`` was never declared, ``exchange`` is unknown, or ``pattern`` is bad
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    @abstractmethod
+    async def unbind(self, queue: str, exchange: str, pattern: str) -> None:
+        """Remove the binding of ``queue`` to ``exchange`` with ``pattern``; a binding that is not there is
+        no error. From then on a publish that only this binding routed is unroutable.
+
+        :raises InvalidInput: ``queue`` was never declared, ``exchange`` is unknown, or ``pattern`` is bad
+        :raises BusUnavailable: the broker cannot be reached
+        """
+
+    @abstractmethod
     async def publish(
         self,
         exchange: str,
@@ -373,3 +410,12 @@ def check_exchange(topology: Topology, exchange: str) -> str:
         raise InvalidInput("exchange", exchange, f"one of {', '.join(topology.exchanges)}")
     return exchange
 
+
+
+def check_binding(topology: Topology, declared: Collection[str], queue: str, exchange: str, pattern: str) -> None:
+    """Refuse a :meth:`Bus.bind` / :meth:`Bus.unbind` of an undeclared queue, to an unknown exchange, or
+    with a pattern AMQP does not take (:class:`InvalidInput` naming ``queue``, ``exchange`` or ``pattern``)."""
+    if queue not in declared:
+        raise InvalidInput("queue", queue, "a queue declared with declare_queue")
+    check_exchange(topology, exchange)
+    check_routing_key("pattern", pattern)

@@ -36,6 +36,7 @@ from actwheel.bus.base import (
     Handler,
     InFlight,
     Subscription,
+    check_binding,
     check_exchange,
     check_prefetch,
 )
@@ -178,6 +179,20 @@ class MemoryBus(Bus):
     def _bind(self, exchange: str, pattern: str, queue: str) -> None:
         self._bindings[exchange].add((pattern, queue))
         self._routes.clear()
+
+    async def bind(self, queue: str, exchange: str, pattern: str) -> None:
+        self._require_open()
+        check_binding(self.topology, self._declared(), queue, exchange, pattern)
+        self._bind(exchange, pattern, queue)
+
+    async def unbind(self, queue: str, exchange: str, pattern: str) -> None:
+        self._require_open()
+        check_binding(self.topology, self._declared(), queue, exchange, pattern)
+        self._bindings[exchange].discard((pattern, queue))
+        self._routes.clear()
+
+    def _declared(self) -> set[str]:
+        return {name for name, queue in self._queues.items() if queue.spec is not None}
 
     def _route(self, exchange: str, routing_key: str) -> tuple[_Queue, ...]:
         key = (exchange, routing_key)

@@ -97,7 +97,9 @@ async def test_an_edit_to_another_trigger_removes_its_pattern(engine: Engine, re
         await tx.automations.update(automation_id, 1, AutomationChanges(trigger=CRON))
     await planner.on_change(_change(engine, automation_id, "updated"))
     assert _matching(planner) == []
-    assert reads["query"] == reads["event_automations"] == 0
+    assert "orders.*.created" not in planner._bound
+    assert reads["query"] == 0
+    assert reads["event_automations"] == 1  # the released pattern is checked against the database, once
 
 
 async def test_a_disable_removes_it_and_an_enable_brings_it_back(engine: Engine, reads: Counter[str]) -> None:
@@ -108,11 +110,14 @@ async def test_a_disable_removes_it_and_an_enable_brings_it_back(engine: Engine,
         await tx.automations.set_enabled(automation_id, False)
     await planner.on_change(_change(engine, automation_id, "disabled"))
     assert _matching(planner) == []
+    assert "orders.*.created" not in planner._bound
     async with engine.store.transaction() as tx:
         await tx.automations.set_enabled(automation_id, True)
     await planner.on_change(_change(engine, automation_id, "enabled"))
     assert _matching(planner) == [automation_id]
-    assert reads["query"] == reads["event_automations"] == 0
+    assert "orders.*.created" in planner._bound
+    assert reads["query"] == 0
+    assert reads["event_automations"] == 1  # the disable's release, checked against the database
 
 
 async def test_a_delete_removes_it(engine: Engine, reads: Counter[str]) -> None:
@@ -124,7 +129,8 @@ async def test_a_delete_removes_it(engine: Engine, reads: Counter[str]) -> None:
         await tx.automations.delete(deleted)
     await planner.on_change(_change(engine, deleted, "deleted"))
     assert _matching(planner) == [kept]
-    assert reads["query"] == reads["event_automations"] == 0
+    assert "orders.*.created" in planner._bound
+    assert reads["query"] == reads["event_automations"] == 0  # the pattern is still used here: no release
 
 
 async def test_a_stale_read_does_not_undo_a_newer_one(engine: Engine) -> None:
