@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import structlog
 
 from actwheel.actors.base import Actor
-from actwheel.bus.base import Bus, Delivery, Handler, Reject, Retry, Subscription
+from actwheel.bus.base import Bus, Delivery, Handler, Reject, Retry, Subscription, invalid_reason
 from actwheel.bus.topology import QueueSpec
 from actwheel.errors import (
     Conflict,
@@ -90,15 +90,22 @@ class ConsumerActor(Actor):
 def outcome_of(exc: Exception) -> Exception:
     """The bus outcome for an error raised while handling a message.
 
-    Bad input is dead-lettered with its reason (it will never succeed), a publisher that is
-    not known (``unauthenticated``) or may not ask for this (``permission``) too; a database
-    that is briefly unavailable is retried after a pause.
+    Input that will never succeed is dead-lettered at once (docs/bus.md): data that does not fit
+    its type — a missing or ill-typed field, an invalid trigger or action config — with reason
+    ``invalid_message`` and the bare field detail (``data.args.automation_id=None: expected ...``),
+    an envelope type the queue does not take with ``unknown_type``; a publisher that is not known
+    (``unauthenticated``) or may not ask for this (``permission``); a well-formed request refused as
+    it stands (unknown record, lost version race, unsupported combination) with ``rejected``, its
+    detail prefixed by the error's class. A database that is briefly unavailable is retried after
+    a pause.
     """
     if isinstance(exc, Unauthenticated):
         return Reject(f"{type(exc).__name__}: {exc}", reason=UNAUTHENTICATED)
     if isinstance(exc, PermissionDenied):
         return Reject(f"{type(exc).__name__}: {exc}", reason=PERMISSION)
-    if isinstance(exc, InvalidInput | Unsupported | NotFound | Conflict):
+    if isinstance(exc, InvalidInput):
+        return Reject(str(exc), reason=invalid_reason(exc))
+    if isinstance(exc, Unsupported | NotFound | Conflict):
         return Reject(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, StorageUnavailable):
         return Retry(delay=1.0)

@@ -29,6 +29,7 @@ from actwheel.bus.base import (
     Handler,
     Reject,
     Retry,
+    invalid_reason,
 )
 from actwheel.bus.envelope import SCHEMA_VERSION, SCHEMA_VERSION_HEADER, Envelope, decode
 from actwheel.clock import Clock
@@ -141,7 +142,7 @@ async def _run(handler: Handler, delivery: Delivery, clock: Clock) -> Outcome:
     except Reject as exc:
         return Outcome(Action.DEAD_LETTER, exc.reason, _detail(exc))
     except InvalidMessage as exc:
-        return Outcome(Action.DEAD_LETTER, "invalid_message", _detail(exc))
+        return Outcome(Action.DEAD_LETTER, invalid_reason(exc), _detail(exc))
     except Exception:
         _log.exception("bus.handler_failed", queue=delivery.queue, message_id=delivery.envelope.id,
                        type=delivery.envelope.type, delivery_count=delivery.delivery_count)
