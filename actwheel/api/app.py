@@ -3,13 +3,13 @@
 Routes (exact): ``POST/GET /v1/automations``, ``GET/PATCH/DELETE /v1/automations/{id}``,
 ``POST /v1/automations/{id}/enable|disable|run``, ``GET /v1/runs``, ``GET /v1/runs/{id}``
 (with its audit trail), ``POST /v1/actions``, ``GET /v1/actions/types``,
-``POST /v1/triggers/preview``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and the ontology
-and secrets routes of :mod:`actwheel.api.ontology`.
+``POST /v1/triggers/preview``, ``GET /v1/stream`` (:mod:`actwheel.api.stream`), ``GET /healthz``,
+``GET /readyz``, ``GET /metrics``, and the ontology and secrets routes of :mod:`actwheel.api.ontology`.
 
 Handlers only translate: request → :class:`~actwheel.service.Caller` (authenticated by
 :mod:`actwheel.api.guard` from the bearer key) + arguments → a use case of the
 :class:`~actwheel.service.ControlPlane` → JSON. The identity routes (whoami, keys, principals) are in
-:mod:`actwheel.api.identity`.
+:mod:`actwheel.api.identity`; the dashboard's pages (``GET /`` → ``/ui/``) in :mod:`actwheel.ui`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from actwheel.api.guard import RoutePolicy, caller_of, guarded
 from actwheel.api.identity import InsecureMarker, identity_routes
 from actwheel.api.ontology import ontology_routes
 from actwheel.api.params import enum_param, instant_param, limit_param
+from actwheel.api.stream import stream_routes
 from actwheel.errors import ActwheelError, FieldError, InvalidInput
 from actwheel.messages import ActionRequested
 from actwheel.service import ControlPlane
 from actwheel.storage.records import AutomationStatus, RunStatus
+from actwheel.ui import LocalSessions, html_errors, ui_routes
 
 __all__ = ["create_app"]
 
@@ -61,12 +63,18 @@ def create_app(control: ControlPlane) -> Starlette:
         ("POST", "/v1/triggers/preview", api.preview),
         *ontology_routes(control),
         *identity_routes(control),
+        *stream_routes(control),
     ]
     insecure = not control.settings.auth
+    sessions = LocalSessions(control.authenticator) if insecure else control.sessions
     guarded_routes = [Route(path, guarded(method, path, handler, control.authenticator,
-                                          policy=_metrics_policy(control) if path == "/metrics" else None),
+                                          policy=_metrics_policy(control) if path == "/metrics" else None,
+                                          sessions=sessions),
                             methods=[method])
                       for method, path, handler in routes]
+    guarded_routes += [Route(path, html_errors(guarded(method, path, handler, control.authenticator,
+                                                       sessions=sessions)), methods=[method])
+                       for method, path, handler in ui_routes(control)]
     middleware = [Middleware(InsecureMarker)] if insecure else []
     return Starlette(routes=guarded_routes, middleware=middleware,
                      exception_handlers={ActwheelError: handle_actwheel_error})

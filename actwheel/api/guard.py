@@ -8,27 +8,49 @@ The table is the coarse gate (the resource scope of the route); the service laye
 and more finely (the double-scope rule, owner isolation in SQL), for every face alike. A key is
 read from ``Authorization: Bearer <key>`` only — a key in a query string is ignored.
 
+The dashboard's pages (``/ui/…``) carry ``credential="session"``: their caller comes from the
+server-side session in the ``aw_session`` cookie (none, or an ended one, is a 303 to ``/ui/login``),
+and every POST must carry the session's CSRF token in its ``csrf`` form field. The live stream
+(``/v1/stream``) takes either credential.
+
 ``--insecure-no-auth`` (loopback listeners only) swaps the authenticator for one fixed local caller
 holding ``*``, and every response then says so in :data:`INSECURE_HEADER`.
 """
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
-from actwheel.errors import PermissionDenied
+from actwheel.errors import PermissionDenied, Unauthenticated
 from actwheel.service import Authenticates, Caller
+from actwheel.service.sessions import UiSessionCaller
 
-__all__ = ["INSECURE_HEADER", "ROUTE_POLICIES", "Handler", "RoutePolicy", "caller_of", "guarded"]
+__all__ = ["CSRF_FIELD", "INSECURE_HEADER", "ROUTE_POLICIES", "SESSION_COOKIE", "Handler", "ResolvesSessions",
+           "RoutePolicy", "caller_of", "csrf_of", "guarded"]
 
 #: Set on every response while authentication is switched off.
 INSECURE_HEADER = "X-Actwheel-Auth"
 
+#: The dashboard's session cookie, and the form field every dashboard POST carries its CSRF token in.
+SESSION_COOKIE = "aw_session"
+CSRF_FIELD = "csrf"
+LOGIN_PATH = "/ui/login"
+
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class ResolvesSessions(Protocol):
+    """Turns a dashboard session cookie into its caller and CSRF token."""
+
+    async def resolve(self, token: str | None) -> UiSessionCaller:
+        """:raises Unauthenticated: no session, or an ended one"""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +63,25 @@ class RoutePolicy:
     :ivar ownership: how the service layer scopes what the route reaches — ``owner`` (the caller's
         owner, in SQL; another owner's id is a 404), ``installation`` (shared: the ontology, action
         types), ``admin`` (principals), ``self`` (the caller's own identity), ``none`` (public)
+    :ivar credential: what authenticates — ``bearer`` (an API key), ``session`` (the dashboard's
+        session cookie; POSTs need its CSRF token), ``either`` (the live stream)
     """
 
     scopes: tuple[str, ...] = ()
     public: bool = False
     ownership: str = "owner"
+    credential: str = "bearer"
 
 
 PUBLIC = RoutePolicy(public=True, ownership="none")
+
+
+def _page(*scopes: str, ownership: str = "owner") -> RoutePolicy:
+    return RoutePolicy(scopes, ownership=ownership, credential="session")
+
+
+#: The dashboard's sign-in form and its static files: no credential (the form checks its own CSRF cookie).
+UI_PUBLIC = RoutePolicy(public=True, ownership="none", credential="session")
 
 #: ``(method, path)`` → policy, for every route of the app (MCP and the dashboard add theirs here).
 ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
@@ -85,28 +118,92 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("POST", "/v1/principals/{id}/ban"): RoutePolicy(("admin:write",), ownership="admin"),
     ("POST", "/v1/principals/{id}/unban"): RoutePolicy(("admin:write",), ownership="admin"),
     ("PUT", "/v1/principals/{id}/scopes"): RoutePolicy(("admin:write",), ownership="admin"),
+    # --- the live stream and the dashboard (actwheel.ui): the session cookie, CSRF on every POST
+    ("GET", "/v1/stream"): RoutePolicy(("run:read",), credential="either"),
+    ("GET", "/"): UI_PUBLIC,  # a 303 to /ui/
+    ("GET", "/ui/static/{path:path}"): UI_PUBLIC,
+    ("GET", "/ui/login"): UI_PUBLIC,
+    ("POST", "/ui/login"): UI_PUBLIC,
+    ("POST", "/ui/logout"): _page(),
+    ("GET", "/ui/"): _page("run:read", "automation:read"),
+    ("GET", "/ui/automations"): _page("automation:read"),
+    ("POST", "/ui/automations/bulk"): _page("automation:write"),
+    ("GET", "/ui/automations/{id}"): _page("automation:read"),
+    ("POST", "/ui/automations/{id}"): _page("automation:write"),
+    ("POST", "/ui/automations/{id}/preview"): _page("automation:read"),
+    ("POST", "/ui/automations/{id}/enable"): _page("automation:write"),
+    ("POST", "/ui/automations/{id}/disable"): _page("automation:write"),
+    ("GET", "/ui/automations/{id}/run"): _page("automation:write"),
+    ("POST", "/ui/automations/{id}/run"): _page("automation:write"),
+    ("GET", "/ui/automations/{id}/delete"): _page("automation:write"),
+    ("POST", "/ui/automations/{id}/delete"): _page("automation:write"),
+    ("GET", "/ui/runs"): _page("run:read"),
+    ("GET", "/ui/runs/rows"): _page("run:read"),
+    ("POST", "/ui/runs/cancel"): _page("run:read", "automation:write"),
+    ("GET", "/ui/runs/{id}"): _page("run:read"),
+    ("POST", "/ui/runs/{id}/cancel"): _page("run:read", "automation:write"),
+    ("POST", "/ui/runs/{id}/resolve"): _page("run:read", "automation:write"),
+    ("POST", "/ui/runs/{id}/retry"): _page("run:read", "automation:write"),
+    ("GET", "/ui/attention"): _page("run:read"),
+    ("POST", "/ui/dead-letters/{id}"): _page("admin:write", ownership="admin"),
+    ("GET", "/ui/system"): _page(ownership="installation"),
 }
 
 
 def guarded(method: str, path: str, handler: Handler, authenticator: Authenticates, *,
-            policy: RoutePolicy | None = None) -> Handler:
-    """``handler`` behind its policy: the caller is authenticated, checked, and put on
-    ``request.state.caller``.
+            policy: RoutePolicy | None = None, sessions: ResolvesSessions | None = None) -> Handler:
+    """``handler`` behind its policy: the caller is authenticated (by its bearer key or its dashboard
+    session, as the policy says), checked, and put on ``request.state.caller``; a session's CSRF token
+    on ``request.state.csrf``.
 
     :raises KeyError: the route has no policy in :data:`ROUTE_POLICIES` (at build time)
+    :raises ValueError: a session route built without ``sessions``
     """
     rule = policy or ROUTE_POLICIES[(method, path)]
+    if rule.credential != "bearer" and not rule.public and sessions is None:
+        raise ValueError(f"{method} {path} authenticates by session: pass sessions=")
 
     async def endpoint(request: Request) -> Response:
         if not rule.public:
-            caller = await authenticator.authenticate(_bearer(request))
+            try:
+                caller = await _authenticate(request, rule, authenticator, sessions)
+            except Unauthenticated:
+                if rule.credential == "session":
+                    return RedirectResponse(LOGIN_PATH, status_code=303)
+                raise
             missing = caller.grant.missing(rule.scopes)
             if missing:
                 raise PermissionDenied(caller.who, f"{method} {path}", missing)
             request.state.caller = caller
+            if rule.credential == "session" and method == "POST":
+                await _check_csrf(request, caller)
         return await handler(request)
 
     return endpoint
+
+
+async def _authenticate(request: Request, rule: RoutePolicy, authenticator: Authenticates,
+                        sessions: ResolvesSessions | None) -> Caller:
+    bearer = _bearer(request)
+    if rule.credential == "bearer" or (rule.credential == "either" and bearer is not None):
+        return await authenticator.authenticate(bearer)
+    assert sessions is not None
+    resolved = await sessions.resolve(request.cookies.get(SESSION_COOKIE))
+    request.state.csrf = resolved.csrf
+    return resolved.caller
+
+
+async def _check_csrf(request: Request, caller: Caller) -> None:
+    """:raises PermissionDenied: the form's ``csrf`` field is missing or not this session's token"""
+    sent = (await request.form()).get(CSRF_FIELD)
+    if not isinstance(sent, str) or not hmac.compare_digest(sent, request.state.csrf):
+        raise PermissionDenied(caller.who, f"{request.method} {request.url.path} without this session's CSRF token")
+
+
+def csrf_of(request: Request) -> str:
+    """The CSRF token of the request's dashboard session (set by :func:`guarded`)."""
+    token: str = request.state.csrf
+    return token
 
 
 def caller_of(request: Request) -> Caller:

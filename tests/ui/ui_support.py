@@ -1,0 +1,77 @@
+"""Helpers for the dashboard tests: an engine on SQLite with its bootstrap admin and two users, alice
+and bob, each with a full key, and a client that signs in through the form like a browser would."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from actwheel.api.app import create_app
+from actwheel.auth.bootstrap import ensure_admin
+from actwheel.bus.memory import MemoryBus
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.service import Caller
+from actwheel.settings import Settings
+
+USER_SCOPES = ["action:request", "automation:*", "run:read", "key:read", "key:write", "secret:read"]
+EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?", "timezone": "Asia/Shanghai"}
+LOG = {"type": "simple.op", "config": {"op": "log", "message": "hi"}}
+
+
+def automation_body(name: str = "minutely", **overrides: Any) -> dict[str, Any]:
+    return {"name": name, "trigger": dict(EVERY_MINUTE), "action": dict(LOG), **overrides}
+
+
+def csrf_in(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+@dataclass
+class UiWorld:
+    engine: Engine
+    admin: Caller
+    callers: dict[str, Caller]
+    tokens: dict[str, str]
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(self.engine.control)),
+                                 base_url="http://t", follow_redirects=False)
+
+    async def signed_in(self, who: str) -> tuple[httpx.AsyncClient, str]:
+        """A client with ``who``'s session cookie, and that session's CSRF token."""
+        http = self.client()
+        form = await http.get("/ui/login")
+        answer = await http.post("/ui/login", data={"csrf": csrf_in(form.text), "api_key": self.tokens[who]})
+        assert (answer.status_code, answer.headers.get("location")) == (303, "/ui/"), answer.text
+        page = await http.get("/ui/")
+        assert page.status_code == 200, page.text
+        return http, csrf_in(page.text)
+
+
+async def build_world(tmp_path: Path, **settings: Any) -> UiWorld:
+    clock = VirtualClock(datetime.now(UTC).replace(microsecond=0))
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path}/ui.db", instance="ui",
+                             admin_key_file=str(tmp_path / "actwheel-admin.key"), **settings),
+                    clock=clock, bus=MemoryBus())
+    await engine.store.start()
+    await ensure_admin(engine.store, engine.settings)
+    admin_token = (tmp_path / "actwheel-admin.key").read_text().strip()
+    admin = await engine.control.authenticator.authenticate(admin_token)
+    callers, tokens = {"admin": admin}, {"admin": admin_token}
+    for user in ("alice", "bob"):
+        await engine.control.principals.create(admin, {"id": user, "kind": "user", "scopes": USER_SCOPES})
+        minted = await engine.control.keys.create(admin, {"name": f"{user}-full", "principal_id": user,
+                                                          "scopes": USER_SCOPES})
+        tokens[user] = minted.token
+        callers[user] = await engine.control.authenticator.authenticate(minted.token)
+    return UiWorld(engine, admin, callers, tokens)
+
+
