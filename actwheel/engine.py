@@ -57,7 +57,10 @@ from actwheel.service import (
     TriggerService,
 )
 from actwheel.service.confirmations import ConfirmationService
+from actwheel.service.history import HistoryService
+from actwheel.service.operations import OperationsService
 from actwheel.service.sessions import SessionService
+from actwheel.service.stats import StatsService
 from actwheel.service.stream import StreamHub
 from actwheel.settings import Settings
 from actwheel.storage import open_store
@@ -174,10 +177,11 @@ class Engine:
         authenticator = Authenticator(store=self.store, clock=self.clock)
         automations = AutomationService.build(store=self.store, registry=self.registry, events=self.events,
                                               clock=self.clock, transients=self.transients)
+        runs = RunService(store=self.store)
         return ControlPlane(
             settings=self.settings, clock=self.clock,
             automations=automations,
-            runs=RunService(store=self.store),
+            runs=runs,
             actions=ActionService(store=self.store, registry=self.registry, events=self.events),
             triggers=TriggerService(clock=self.clock),
             ontology=OntologyService(ontology=self.ontology),
@@ -188,6 +192,13 @@ class Engine:
             status=self,
             confirmations=ConfirmationService(store=self.store, clock=self.clock, registry=self.registry,
                                               automations=automations),
+            operations=OperationsService(store=self.store, events=self.events, registry=self.registry,
+                                         automations=automations, runs=runs),
+            history=HistoryService(store=self.store),
+            stats=StatsService(store=self.store, instance=self.settings.instance, roles=self.settings.roles,
+                               started_at=self.clock.now(), actor_states=self.actor_states,
+                               bus_stats=lambda: self.bus.stats,
+                               wheel_size=lambda: _gauge(self.metrics, "actwheel_wheel_size")),
             sessions=SessionService(store=self.store, clock=self.clock, authenticator=authenticator),
             stream=StreamHub(store=self.store, subscribe=self._subscribe_stream))
 
@@ -238,7 +249,7 @@ class Engine:
         return Auditor(bus=self.bus, store=self.store, queue_prefix=self._prefix)
 
     def _sampler(self) -> Actor:
-        return MetricsSampler(bus=self.bus, metrics=self.metrics, clock=self.clock)
+        return MetricsSampler(bus=self.bus, metrics=self.metrics, clock=self.clock, heartbeat=self.control.stats.beat)
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -297,6 +308,11 @@ class Engine:
             scopes=request.scopes, attempt=request.attempt, idempotency_key=request.idempotency_key,
             variables=request.variables, timeout=request.timeout_s, clock=self.clock, secrets=self._secrets,
             ontology=self.ontology, publish=publish, emit_step_event=step_event, audit=audit)
+
+
+def _gauge(metrics: Metrics, name: str) -> int | None:
+    value = metrics.registry.get_sample_value(name)
+    return None if value is None else int(value)
 
 
 def _shielded(teardown: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:

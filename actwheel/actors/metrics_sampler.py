@@ -7,22 +7,30 @@ planner, the router, the ticker's wheel size).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from actwheel.actors.base import Actor
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.bus.base import Bus
 from actwheel.clock import Clock
+from actwheel.errors import StorageUnavailable
+from actwheel.logs import get_logger
 from actwheel.metrics import Metrics
 
 __all__ = ["MetricsSampler"]
+
+_log = get_logger("actwheel.metrics")
 
 
 class MetricsSampler(Actor):
     name = "metrics"
 
-    def __init__(self, *, bus: Bus, metrics: Metrics, clock: Clock, interval_s: float = 5.0) -> None:
+    def __init__(self, *, bus: Bus, metrics: Metrics, clock: Clock, interval_s: float = 5.0,
+                 heartbeat: Callable[[], Awaitable[object]] | None = None) -> None:
+        """``heartbeat``: called every sample — the engine's row of ``instances`` (the ops dashboard's
+        system view); a database that is down skips a beat, never the sampler."""
         super().__init__()
+        self._heartbeat = heartbeat
         self._bus = bus
         self._metrics = metrics
         self._clock = clock
@@ -34,6 +42,7 @@ class MetricsSampler(Actor):
         self.mark_ready()
         while not self.stopping.is_set():
             self.sample()
+            await self._beat()
             await sleep_or_wake(self._clock, self._interval_s, self.stopping)
 
     def sample(self) -> None:
@@ -42,6 +51,15 @@ class MetricsSampler(Actor):
                      lambda key, n: self._metrics.bus_redeliveries.labels(key).inc(n))
         _copy_deltas(dict(stats.dead_lettered), self._seen_dead,
                      lambda key, n: self._metrics.bus_dead_letters.labels(key).inc(n))
+
+
+    async def _beat(self) -> None:
+        if self._heartbeat is None:
+            return
+        try:
+            await self._heartbeat()
+        except StorageUnavailable as exc:
+            _log.warning("heartbeat_skipped", error=str(exc))
 
 
 def _copy_deltas(current: dict[str, int], seen: dict[str, int], inc: Callable[[str, int], None]) -> None:

@@ -42,6 +42,7 @@ RESOURCE_SCOPES = frozenset(
         "automation:read",
         "automation:write",
         "run:read",
+        "run:write",
         "action:request",
         "ontology:read",
         "ontology:write",

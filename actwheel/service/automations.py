@@ -26,6 +26,7 @@ from actwheel.events import EventFactory
 from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED, OWNER_KEY
 from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
 from actwheel.service.caller import Caller, caller_snapshot
+from actwheel.service.history import record_change
 from actwheel.service.payload import AutomationSpec, SpecParser, cursor_on_enable, first_fire, merged_payload
 from actwheel.service.transient import TransientAutomations
 from actwheel.storage.base import Store, Transaction
@@ -86,6 +87,7 @@ class AutomationService:
                 next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at,
                 created_by=caller.who, created_by_key=caller.key_id))
             await tx.outbox.append(self._events.automation_changed(automation, "created"))
+            await record_change(tx, caller, "created", after=automation)
         return automation
 
     async def get(self, caller: Caller, automation_id: str) -> Automation:
@@ -95,10 +97,13 @@ class AutomationService:
 
     async def query(self, caller: Caller, *, owner_id: str | None = None, session_id: str | None = None,
                     agent_id: str | None = None, status: AutomationStatus | None = None,
-                    enabled: bool | None = None, after_id: str | None = None, limit: int = 100) -> list[Automation]:
+                    enabled: bool | None = None, after_id: str | None = None, limit: int = 100,
+                    name_contains: str | None = None, action_type: str | None = None,
+                    labels: Mapping[str, str] | None = None) -> list[Automation]:
         """The caller's stored and this instance's transient automations matching every given filter,
         ordered by id (page with ``after_id``). Another ``owner_id`` needs ``admin:read``; an agent-bound
-        key lists only its agent's.
+        key lists only its agent's. ``name_contains``: a case-insensitive substring of the name;
+        ``labels``: each label has that string value.
 
         :raises PermissionDenied: no ``automation:read``; another owner without ``admin:read``; an
             agent-bound key naming another agent
@@ -108,11 +113,13 @@ class AutomationService:
         filters: dict[str, Any] = {"owner_id": listing_owner(caller, owner_id), "session_id": session_id,
                                    "agent_id": agent_id, "status": status, "enabled": enabled,
                                    "after_id": after_id, "limit": limit}
+        extra: dict[str, Any] = {"name_contains": name_contains, "action_type": action_type, "labels": labels}
         async with self._store.transaction() as tx:
-            stored = await tx.automations.query(**filters)
+            stored = await tx.automations.query(**filters, **extra)
         if self._transients is None or len(self._transients) == 0:
             return stored
-        return sorted([*stored, *self._transients.query(**filters)], key=lambda a: a.id)[:limit]
+        transient = [a for a in self._transients.query(**filters) if _matches(a, **extra)]
+        return sorted([*stored, *transient], key=lambda a: a.id)[:limit]
 
     async def update(self, caller: Caller, automation_id: str, payload: Mapping[str, Any],
                      expected_version: int) -> Automation:
@@ -140,6 +147,7 @@ class AutomationService:
             changes = await _changes(tx, current, spec, trigger_changed="trigger" in payload)
             updated = await tx.automations.update(automation_id, expected_version, changes)
             await tx.outbox.append(self._events.automation_changed(updated, "updated"))
+            await record_change(tx, caller, "updated", before=current, after=updated)
         return updated
 
     async def set_enabled(self, caller: Caller, automation_id: str, enabled: bool,
@@ -164,6 +172,7 @@ class AutomationService:
             await tx.outbox.append(self._events.automation_changed(
                 automation, "enabled" if enabled else "disabled"))
             await tx.outbox.append_many(self._events.runs_canceled(canceled, automation.id, CANCELED_DISABLED))
+            await record_change(tx, caller, "enabled" if enabled else "disabled", before=current, after=automation)
         return automation, canceled
 
     async def delete(self, caller: Caller, automation_id: str) -> Deleted:
@@ -172,9 +181,10 @@ class AutomationService:
             await self._visible(caller, automation_id, write=True)
             return await self._transient_home().delete(automation_id)
         async with self._store.transaction() as tx:
-            await self._stored(tx, caller, automation_id, write=True)
+            current = await self._stored(tx, caller, automation_id, write=True)
             deleted = await tx.automations.delete(automation_id)
             await self._announce_deleted(tx, deleted)
+            await record_change(tx, caller, "deleted", before=current)
         return deleted
 
     async def delete_by(self, caller: Caller, *, session_id: str | None = None,
@@ -299,6 +309,14 @@ def _as_agent(caller: Caller, payload: Mapping[str, Any]) -> Mapping[str, Any]:
         raise InvalidInput("labels.agent_id", named, f"{caller.agent_id!r}: an agent-bound key creates and "
                            "labels only its agent's automations")
     return {**payload, "labels": {**labels, "agent_id": caller.agent_id}}
+
+
+def _matches(automation: Automation, *, name_contains: str | None, action_type: str | None,
+             labels: Mapping[str, str] | None) -> bool:
+    """The query's extra filters on a transient automation (the store applies them in SQL)."""
+    return ((name_contains is None or name_contains.lower() in automation.name.lower())
+            and (action_type is None or automation.action_type == action_type)
+            and all(automation.labels.get(k) == v for k, v in (labels or {}).items()))
 
 
 def _agent_filter(caller: Caller, agent_id: str | None) -> str | None:

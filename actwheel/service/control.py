@@ -16,10 +16,13 @@ from actwheel.service.actions import ActionService, TriggerService
 from actwheel.service.automations import AutomationService
 from actwheel.service.caller import Caller
 from actwheel.service.confirmations import ConfirmationService
+from actwheel.service.history import HistoryService
 from actwheel.service.identity import KeyService, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
+from actwheel.service.operations import OperationsService
 from actwheel.service.runs import RunService
 from actwheel.service.sessions import SessionService
+from actwheel.service.stats import StatsService
 from actwheel.service.stream import StreamHub
 from actwheel.settings import Settings
 
@@ -69,6 +72,12 @@ class ControlPlane:
     status: EngineStatus
     #: the MCP face's preview digests and run-now confirmations
     confirmations: ConfirmationService
+    #: the ops dashboard (issue 13): cancel / resolve / retry, bulk changes, dead letters
+    operations: OperationsService
+    #: automation change history
+    history: HistoryService
+    #: cluster stats, the system view and this instance's heartbeat
+    stats: StatsService
     #: the dashboard's sign-in sessions
     sessions: SessionService
     #: this instance's live stream of run transitions, step progress and automation changes

@@ -6,15 +6,19 @@ automations (by automation: a run carries no agent of its own).
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from actwheel.errors import InvalidInput, NotFound
-from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
+from actwheel.service.authorize import ADMIN_READ, listing_owner, owner_by_id, require, sees
 from actwheel.service.caller import Caller
 from actwheel.storage.base import Store, Transaction
-from actwheel.storage.records import AuditEntry, Run, RunStatus
+from actwheel.storage.records import AuditEntry, Origin, Run, RunStatus
 
-__all__ = ["READ", "RunService", "RunWithTrail"]
+__all__ = ["READ", "RunService", "RunWithTrail", "parse_run_cursor", "run_cursor"]
 
 READ = "run:read"
 
@@ -32,21 +36,37 @@ class RunService:
         self._store = store
 
     async def query(self, caller: Caller, *, owner_id: str | None = None, automation_id: str | None = None,
-                    status: RunStatus | None = None, limit: int = 100) -> list[Run]:
+                    status: RunStatus | None = None, limit: int = 100,
+                    statuses: Sequence[RunStatus] | None = None, created_after: datetime | None = None,
+                    created_before: datetime | None = None, action_type: str | None = None,
+                    origin: Origin | None = None, before: str | None = None,
+                    any_owner: bool = False) -> list[Run]:
         """The caller's runs (another ``owner_id`` needs ``admin:read``) matching every filter, newest first.
 
-        :raises PermissionDenied: no ``run:read``; another owner without ``admin:read``
+        ``status`` and ``statuses`` combine (any of them); ``before``: the cursor of the next page
+        (:func:`run_cursor` of the last run of this one); ``any_owner``: every owner's runs (``admin:read``).
+
+        :raises PermissionDenied: no ``run:read``; another owner (or ``any_owner``) without ``admin:read``
+        :raises InvalidInput: a cursor that is not one of :func:`run_cursor`'s
         """
         require(caller, "run.read", [READ])
-        owner = listing_owner(caller, owner_id)
+        owner: str | None
+        if any_owner and owner_id is None:
+            require(caller, "list every owner's runs", [ADMIN_READ])
+            owner = None
+        else:
+            owner = listing_owner(caller, owner_id)
+        wanted = [*([status] if status else []), *(statuses or [])]
         async with self._store.transaction() as tx:
             if caller.agent_id is not None:  # an agent-bound key reads the runs of its agent's automations only
                 if automation_id is None:
                     raise InvalidInput("automation_id", None, "an automation of the key's agent "
                                        f"{caller.agent_id!r}: an agent-bound key lists runs per automation")
                 await _agent_automation(tx, caller, automation_id)
-            return await tx.runs.query(owner_id=owner, automation_id=automation_id,
-                                       statuses=[status] if status else None, limit=limit)
+            return await tx.runs.query(owner_id=owner, automation_id=automation_id, statuses=wanted or None,
+                                       created_after=created_after, created_before=created_before,
+                                       action_type=action_type, origin=origin,
+                                       older_than=None if before is None else parse_run_cursor(before), limit=limit)
 
     async def get(self, caller: Caller, run_id: str) -> RunWithTrail:
         """:raises NotFound: no run ``run_id`` of the caller's (another owner's answers the same)"""
@@ -58,6 +78,24 @@ class RunService:
                 raise NotFound("run", run_id)
             trail = await tx.audit.trail(run.id)
         return RunWithTrail(run, trail)
+
+
+def run_cursor(run: Run) -> str:
+    """The cursor of the page after ``run`` (newest first): opaque, URL-safe."""
+    return base64.urlsafe_b64encode(f"{run.created_at.isoformat()}|{run.id}".encode()).decode().rstrip("=")
+
+
+def parse_run_cursor(cursor: str) -> tuple[datetime, str]:
+    """:raises InvalidInput: naming ``before``: not a cursor :func:`run_cursor` made"""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, _, run_id = text.partition("|")
+        instant = datetime.fromisoformat(at)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput("before", cursor, "the cursor of a previous page ('next' of its answer)") from None
+    if not run_id or instant.tzinfo is None:
+        raise InvalidInput("before", cursor, "the cursor of a previous page ('next' of its answer)")
+    return instant, run_id
 
 
 async def _agent_sees(tx: Transaction, caller: Caller, automation_id: str) -> bool:

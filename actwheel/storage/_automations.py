@@ -144,8 +144,14 @@ class SqlAutomations(AutomationRepository):
         partitions: Sequence[int] | None = None,
         after_id: str | None = None,
         limit: int = 100,
+        name_contains: str | None = None,
+        action_type: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> list[Automation]:
         params = {
+            "name_contains": None if name_contains is None else codec.text_field("name_contains", name_contains),
+            "action_type": None if action_type is None else codec.text_field("action_type", action_type),
+            "labels": None if not labels else _label_filter(labels),
             "owner_id": owner_id,
             "session_id": session_id,
             "agent_id": agent_id,
@@ -270,6 +276,16 @@ class SqlAutomations(AutomationRepository):
         if won:
             self._sql.saw_now(won[0])  # the runs inserted next are stamped with it: no round trip for it
         return {r["id"] for r in won}
+
+
+def _label_filter(labels: Mapping[str, str]) -> JsonText:
+    """The label filter as a JSON object of strings (``labels @> …`` / ``json_each`` in SQL)."""
+    if not isinstance(labels, Mapping):
+        raise InvalidInput("labels", labels, "an object of label names to string values")
+    for key, value in labels.items():
+        codec.text_field("labels", key)
+        codec.text_field(f"labels.{key}", value)
+    return codec.json_field("labels", dict(labels))
 
 
 def _advance_row(i: int, a: CursorAdvance) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from actwheel.storage import _codec as codec
 from actwheel.storage._automations import SqlAutomations
 from actwheel.storage._codec import JsonText
 from actwheel.storage._ontology import SqlOntology
+from actwheel.storage._operations import SqlAutomationHistory, SqlInstances
 from actwheel.storage._rows import (
     api_key_of,
     audit_entry_of,
@@ -121,6 +122,15 @@ class SqlOutbox(OutboxRepository):
     async def backlog(self) -> int:
         row = await self._sql.fetchrow("outbox_backlog")
         return int(row["n"]) if row is not None else 0
+
+    async def oldest_unpublished(self) -> datetime | None:
+        row = await self._sql.fetchrow("oldest_unpublished")
+        return None if row is None else codec.req_dt(row["created_at"])
+
+    async def requeue(self, message_id: int) -> bool:
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            raise InvalidInput("message_id", message_id, "a positive outbox row id")
+        return await self._sql.fetchrow("requeue_outbox_message", {"id": message_id}) is not None
 
 
 def _audit_row(i: int, e: NewAuditEntry) -> dict[str, Any]:
@@ -598,6 +608,9 @@ class SqlDeadLetters(DeadLetterRepository):
         params = {"source": source, "limit": codec.limit(limit)}
         return [dead_letter_of(r) for r in await self._sql.fetch("query_dead_letters", params)]
 
+    async def counts(self) -> dict[str, int]:
+        return {r["source"]: int(r["n"]) for r in await self._sql.fetch("dead_letter_counts")}
+
     async def delete(self, letter_id: str) -> None:
         if await self._sql.fetchrow("delete_dead_letter", {"id": letter_id}) is None:
             raise NotFound("dead_letter", letter_id)
@@ -647,6 +660,8 @@ class SqlTransaction(Transaction):
         self.idempotency = SqlIdempotency(sql)
         self.confirmations = SqlConfirmations(sql)
         self.ui_sessions = SqlUiSessions(sql)
+        self.automation_history = SqlAutomationHistory(sql)
+        self.instances = SqlInstances(sql)
 
     @property
     def outbox_touched(self) -> bool:

@@ -5,7 +5,7 @@ leases with fencing, outcomes, recovery and cancels.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orjson import dumps
@@ -28,9 +28,11 @@ from actwheel.storage.records import (
     InsertedRun,
     NewRun,
     Origin,
+    Percentiles,
     Run,
     RunOutcome,
     RunStatus,
+    RunWindowStats,
 )
 
 __all__ = ["SqlRuns", "cancel_waiting_runs"]
@@ -180,6 +182,18 @@ def _fresh_run(row: Mapping[str, Any], new: NewRun) -> Run:
     )
 
 
+def _percentiles(row: Row | None, kind: str) -> Percentiles:
+    """The ``fire`` or ``start`` percentiles of a lateness row: PostgreSQL answers an array
+    (``percentile_disc(ARRAY[…])``), SQLite three columns."""
+    if row is None or not int(row[f"{kind}_n"] or 0):
+        return Percentiles(count=0)
+    if kind in row:
+        p50, p95, p99 = (float(v) for v in row[kind])
+    else:
+        p50, p95, p99 = (float(row[f"{kind}_{p}"]) for p in ("p50", "p95", "p99"))
+    return Percentiles(count=int(row[f"{kind}_n"]), p50=p50, p95=p95, p99=p99)
+
+
 def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     """The dedupe key of a run: (automation, key) or, for ad hoc runs, ("", owner, key)."""
     if row["automation_id"] is None:
@@ -300,7 +314,11 @@ class SqlRuns(RunRepository):
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         limit: int = 100,
+        action_type: str | None = None,
+        origin: Origin | None = None,
+        older_than: tuple[datetime, str] | None = None,
     ) -> list[Run]:
+        cursor_at, cursor_id = (None, None) if older_than is None else older_than
         params = {
             "automation_id": automation_id,
             "statuses": None if statuses is None else [
@@ -309,9 +327,52 @@ class SqlRuns(RunRepository):
             "owner_id": owner_id,
             "created_after": codec.aware("created_after", created_after),
             "created_before": codec.aware("created_before", created_before),
+            "action_type": None if action_type is None else codec.text_field("action_type", action_type),
+            "origin": None if origin is None else codec.enum_value("origin", Origin, origin).value,
+            "cursor_at": codec.aware("older_than", cursor_at),
+            "cursor_id": None if cursor_id is None else codec.text_field("older_than", cursor_id),
             "limit": codec.limit(limit),
         }
-        return [run_of(r) for r in await self._sql.fetch("query_runs", params)]
+        if (params["cursor_at"] is None) != (params["cursor_id"] is None):
+            raise InvalidInput("older_than", older_than, "a (created_at, id) pair")
+        name = ("query_runs_of_automation" if automation_id is not None
+                else "query_runs_of_owner" if owner_id is not None else "query_runs")
+        return [run_of(r) for r in await self._sql.fetch(name, params)]
+
+    async def window_stats(
+        self, since: datetime, *, now: datetime, owner_id: str | None = None
+    ) -> RunWindowStats:
+        start, at = codec.aware("since", since), codec.aware("now", now)
+        if start is None or at is None:
+            raise InvalidInput("since" if start is None else "now", None, "an aware instant")
+        params: dict[str, Any] = {"since": start, "since_5m": at - timedelta(minutes=5),
+                                  "since_60m": at - timedelta(minutes=60)}
+        prefix = ""
+        if owner_id is not None:
+            params["owner_id"] = codec.text_field("owner_id", owner_id)
+            prefix = "owner_"
+        counts = await self._sql.fetch(prefix + "run_window_counts", params)
+        lateness = await self._sql.fetchrow(prefix + "run_window_lateness",
+                                            {k: v for k, v in params.items() if k in ("since", "owner_id")})
+        by_status: dict[str, dict[str, int]] = {}
+        for row in counts:
+            if int(row["n"] or 0):
+                by_status.setdefault(row["status"], {})[row["reason"] or ""] = int(row["n"])
+        return RunWindowStats(
+            since=start, by_status=by_status,
+            last_5m=sum(int(r["last_5m"] or 0) for r in counts), last_60m=sum(int(r["last_60m"] or 0) for r in counts),
+            fire_lateness=_percentiles(lateness, "fire"), start_lateness=_percentiles(lateness, "start"))
+
+    async def resolve_unknown(
+        self, run_id: str, status: RunStatus, reason: str, *, owner_id: str | None = None
+    ) -> Run | None:
+        target = codec.enum_value("status", RunStatus, status)
+        if target not in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+            raise InvalidInput("status", status, "SUCCEEDED or FAILED (the verdict on an UNKNOWN run)")
+        params = {"id": codec.text_field("run_id", run_id), "status": target.value,
+                  "reason": codec.text_field("reason", reason), "owner_id": owner_id}
+        row = await self._sql.fetchrow("resolve_unknown_run", params)
+        return None if row is None else run_of(row)
 
     async def claim(self, run_id: str, owner: str, lease_s: float) -> Run | None:
         params = {"id": run_id, "owner": codec.text_field("owner", owner),

@@ -16,7 +16,7 @@ other ``:raises:`` are listed per method. Driver exceptions never cross this por
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from actwheel.storage.records import (
     AuditEntry,
     Automation,
     AutomationChanges,
+    AutomationHistoryEntry,
     AutomationStatus,
     Confirmation,
     CursorAdvance,
@@ -33,9 +34,11 @@ from actwheel.storage.records import (
     Deleted,
     DueSchedule,
     InsertedRun,
+    InstanceRecord,
     NewApiKey,
     NewAuditEntry,
     NewAutomation,
+    NewAutomationHistory,
     NewConfirmation,
     NewDeadLetter,
     NewOntologyObject,
@@ -46,6 +49,7 @@ from actwheel.storage.records import (
     NewUiSession,
     ObjectRecord,
     ObjectTypeRecord,
+    Origin,
     OutboxMessage,
     PartitionLease,
     Principal,
@@ -55,6 +59,7 @@ from actwheel.storage.records import (
     Run,
     RunOutcome,
     RunStatus,
+    RunWindowStats,
     SecretRecord,
     SecurityEvent,
     UiSession,
@@ -63,11 +68,13 @@ from actwheel.storage.records import (
 __all__ = [
     "ApiKeyRepository",
     "AuditRepository",
+    "AutomationHistoryRepository",
     "AutomationRepository",
     "ConfirmationRepository",
     "DeadLetterRepository",
     "Dialect",
     "IdempotencyRepository",
+    "InstanceRepository",
     "OntologyRepository",
     "OutboxRepository",
     "PartitionLeaseRepository",
@@ -123,8 +130,17 @@ class AutomationRepository(ABC):
         partitions: Sequence[int] | None = None,
         after_id: str | None = None,
         limit: int = 100,
+        name_contains: str | None = None,
+        action_type: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> list[Automation]:
-        """Automations matching every given filter, ordered by id (page with ``after_id``)."""
+        """Automations matching every given filter, ordered by id (page with ``after_id``).
+
+        ``name_contains``: case-insensitive substring of the name; ``labels``: each key has that
+        (string) value.
+
+        :raises InvalidInput: a label key or value that is not a non-empty string
+        """
 
     @abstractmethod
     async def due(
@@ -252,8 +268,41 @@ class RunRepository(ABC):
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         limit: int = 100,
+        action_type: str | None = None,
+        origin: Origin | None = None,
+        older_than: tuple[datetime, str] | None = None,
     ) -> list[Run]:
-        """Runs matching every given filter, newest first (``created_after`` inclusive)."""
+        """Runs matching every given filter, newest first (``created_after`` inclusive), by
+        ``(created_at, id)``; ``older_than``: strictly after the run with that ``(created_at, id)`` in
+        this order (the cursor of the next page).
+
+        Through an index in order whatever the filters (migration 0008): ``runs_automation_time``
+        with ``automation_id``, else ``runs_owner_created`` with ``owner_id``, else ``runs_created``;
+        the other filters are checked on the rows read, so a rare status may read many rows of the
+        range — bound it with ``created_after``.
+        """
+
+    @abstractmethod
+    async def window_stats(
+        self, since: datetime, *, now: datetime, owner_id: str | None = None
+    ) -> RunWindowStats:
+        """Counts and lateness of the runs created since ``since`` (and the rates over the 5 and 60
+        minutes before ``now``), of ``owner_id`` or every owner: bounded by ``runs_created`` /
+        ``runs_owner_created`` to the runs created since ``min(since, now - 60 min)``, never every run.
+
+        :raises InvalidInput: a naive instant
+        """
+
+    @abstractmethod
+    async def resolve_unknown(
+        self, run_id: str, status: RunStatus, reason: str, *, owner_id: str | None = None
+    ) -> Run | None:
+        """A manual verdict on an UNKNOWN run: UNKNOWN → ``status`` (SUCCEEDED or FAILED) with ``reason``,
+        by compare-and-set on the status (with ``owner_id``, only that owner's run).
+
+        :returns: the run after the change; None when it is not UNKNOWN (any more) or not there
+        :raises InvalidInput: ``status`` is not SUCCEEDED or FAILED, ``reason`` is empty
+        """
 
     @abstractmethod
     async def claim(self, run_id: str, owner: str, lease_s: float) -> Run | None:
@@ -365,6 +414,15 @@ class OutboxRepository(ABC):
     @abstractmethod
     async def backlog(self) -> int:
         """How many rows wait for the relay (unpublished), for the ``actwheel_outbox_backlog`` gauge."""
+
+    @abstractmethod
+    async def oldest_unpublished(self) -> datetime | None:
+        """When the oldest unpublished row was written (lowest id), None when there is none."""
+
+    @abstractmethod
+    async def requeue(self, message_id: int) -> bool:
+        """Mark a published row unpublished again, so the relay sends it once more; False when the
+        row is gone (purged) or unpublished already."""
 
 
 class AuditRepository(ABC):
@@ -817,6 +875,10 @@ class DeadLetterRepository(ABC):
         """Dead letters, oldest first."""
 
     @abstractmethod
+    async def counts(self) -> dict[str, int]:
+        """How many dead letters there are, by source."""
+
+    @abstractmethod
     async def delete(self, letter_id: str) -> None:
         """:raises NotFound: no such dead letter"""
 
@@ -842,6 +904,47 @@ class PartitionLeaseRepository(ABC):
         """Every lease row (expired ones too), by partition."""
 
 
+class AutomationHistoryRepository(ABC):
+    """Who changed an automation, when, and from what to what (table ``automation_history``),
+    written in the transaction of the change; kept after the automation is deleted."""
+
+    @abstractmethod
+    async def append(self, new: NewAutomationHistory) -> AutomationHistoryEntry:
+        """Record a change at the transaction's now, with a new id.
+
+        :raises InvalidInput: an empty id, owner or actor, an unknown ``change``, a before/after that is
+            not a JSON object
+        """
+
+    @abstractmethod
+    async def for_automation(
+        self, automation_id: str, *, owner_id: str | None = None, after_seq: int | None = None, limit: int = 100
+    ) -> list[AutomationHistoryEntry]:
+        """An automation's changes, oldest first (page with ``after_seq``); with ``owner_id``, only
+        that owner's (in SQL)."""
+
+
+class InstanceRepository(ABC):
+    """The engines' heartbeats (table ``instances``): how instances know of each other."""
+
+    @abstractmethod
+    async def heartbeat(
+        self, instance_id: str, *, roles: Sequence[str], actor_states: Mapping[str, str], started_at: datetime
+    ) -> InstanceRecord:
+        """Insert or replace the row of ``instance_id``, seen now (the transaction's clock).
+
+        :raises InvalidInput: an empty id, a naive ``started_at``
+        """
+
+    @abstractmethod
+    async def all(self) -> list[InstanceRecord]:
+        """Every instance row, by id (the caller tells live from gone by ``seen_at``)."""
+
+    @abstractmethod
+    async def purge(self, before: datetime) -> int:
+        """Delete the instances last seen before ``before``; returns how many."""
+
+
 class Transaction(ABC):
     """One unit of work: everything done through it commits together or not at all."""
 
@@ -859,6 +962,8 @@ class Transaction(ABC):
     idempotency: IdempotencyRepository
     confirmations: ConfirmationRepository
     ui_sessions: UiSessionRepository
+    automation_history: AutomationHistoryRepository
+    instances: InstanceRepository
 
     @abstractmethod
     async def now(self) -> datetime:

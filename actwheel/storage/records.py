@@ -20,6 +20,7 @@ __all__ = [
     "AuditEntry",
     "Automation",
     "AutomationChanges",
+    "AutomationHistoryEntry",
     "AutomationStatus",
     "Confirmation",
     "CursorAdvance",
@@ -27,9 +28,11 @@ __all__ = [
     "Deleted",
     "DueSchedule",
     "InsertedRun",
+    "InstanceRecord",
     "NewApiKey",
     "NewAuditEntry",
     "NewAutomation",
+    "NewAutomationHistory",
     "NewConfirmation",
     "NewDeadLetter",
     "NewOntologyObject",
@@ -43,6 +46,7 @@ __all__ = [
     "Origin",
     "OutboxMessage",
     "PartitionLease",
+    "Percentiles",
     "Principal",
     "PrincipalKind",
     "PrincipalStatus",
@@ -50,6 +54,7 @@ __all__ = [
     "Run",
     "RunOutcome",
     "RunStatus",
+    "RunWindowStats",
     "SecretRecord",
     "SecurityEvent",
     "UiSession",
@@ -626,3 +631,79 @@ class PartitionLease:
     owner: str
     expires_at: datetime
     epoch: int
+
+
+# --- the ops dashboard (issue 13) -----------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Percentiles:
+    """Nearest-rank percentiles (PostgreSQL's ``percentile_disc``) of ``count`` values, in seconds;
+    ``None`` when there were no values."""
+
+    count: int
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunWindowStats:
+    """Runs created since ``since`` (``by_status``: ``{status: {reason or "": n}}``) and the run rates
+    of the last 5 and 60 minutes, counted over runs created since ``least(since, since_60m)``.
+
+    Lateness is of scheduled runs (``origin = schedule``) created since ``since``: fire lateness is
+    ``created_at - scheduled_for``, start lateness ``started_at - scheduled_for``.
+    """
+
+    since: datetime
+    by_status: dict[str, dict[str, int]]
+    last_5m: int
+    last_60m: int
+    fire_lateness: Percentiles
+    start_lateness: Percentiles
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewAutomationHistory:
+    """One change of an automation, recorded in the transaction of the change.
+
+    ``change``: ``created``, ``updated``, ``enabled``, ``disabled`` or ``deleted``; ``before`` /
+    ``after``: the changed fields as they were and became (action configs hold secret references,
+    never values); ``actor_id`` / ``key_id``: who asked, with which key.
+    """
+
+    automation_id: str
+    owner_id: str
+    change: str
+    actor_id: str
+    key_id: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AutomationHistoryEntry:
+    """A recorded change; ``seq`` grows with insertion order (page with it)."""
+
+    seq: int
+    id: str
+    automation_id: str
+    owner_id: str
+    change: str
+    actor_id: str
+    key_id: str | None
+    at: datetime
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstanceRecord:
+    """An engine's last heartbeat: its roles, each actor's state, when it started and was last seen."""
+
+    id: str
+    roles: tuple[str, ...]
+    actor_states: dict[str, str]
+    started_at: datetime
+    seen_at: datetime

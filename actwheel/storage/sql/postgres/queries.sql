@@ -65,6 +65,9 @@ WHERE (:owner_id::text IS NULL OR owner_id = :owner_id)
   AND (:due_before::timestamptz IS NULL OR next_run_at <= :due_before)
   AND (:partitions::int[] IS NULL OR "partition" = ANY(:partitions))
   AND (:after_id::text IS NULL OR id > :after_id)
+  AND (:name_contains::text IS NULL OR strpos(lower(name), lower(:name_contains)) > 0)
+  AND (:action_type::text IS NULL OR action_type = :action_type)
+  AND (:labels::jsonb IS NULL OR labels @> :labels::jsonb)
 ORDER BY id
 LIMIT :limit;
 
@@ -218,12 +221,43 @@ WHERE r.automation_id IS NULL;
 SELECT * FROM runs WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
 
 -- name: query_runs
+-- Three statements by what bounds the scan, so that each prepared statement keeps a plan that
+-- reads its index in order and stops at the limit (a generic plan cannot choose by an
+-- ``IS NULL OR`` on the owner): any owner through runs_created, one owner through
+-- runs_owner_created (0008), one automation through runs_automation_time. The cursor is the last
+-- run of the previous page: strictly older (created_at, id).
 SELECT * FROM runs
-WHERE (:automation_id::text IS NULL OR automation_id = :automation_id)
+WHERE true
   AND (:statuses::text[] IS NULL OR status = ANY(:statuses))
-  AND (:owner_id::text IS NULL OR owner_id = :owner_id)
   AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
   AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+  AND (:action_type::text IS NULL OR action_type = :action_type)
+  AND (:origin::text IS NULL OR origin = :origin)
+  AND (:cursor_at::timestamptz IS NULL OR (created_at, id) < (:cursor_at, :cursor_id::text))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: query_runs_of_owner
+SELECT * FROM runs
+WHERE owner_id = :owner_id
+  AND (:statuses::text[] IS NULL OR status = ANY(:statuses))
+  AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
+  AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+  AND (:action_type::text IS NULL OR action_type = :action_type)
+  AND (:origin::text IS NULL OR origin = :origin)
+  AND (:cursor_at::timestamptz IS NULL OR (created_at, id) < (:cursor_at, :cursor_id::text))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: query_runs_of_automation
+SELECT * FROM runs
+WHERE automation_id = :automation_id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:statuses::text[] IS NULL OR status = ANY(:statuses))
+  AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
+  AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+  AND (:action_type::text IS NULL OR action_type = :action_type)
+  AND (:origin::text IS NULL OR origin = :origin)
+  AND (:cursor_at::timestamptz IS NULL OR (created_at, id) < (:cursor_at, :cursor_id::text))
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
@@ -683,3 +717,84 @@ RETURNING id;
 
 -- name: purge_ui_sessions
 DELETE FROM ui_sessions WHERE expires_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- operations (issue 13, migration 0008)
+-- name: run_window_counts
+-- The stats window: runs created since least(:since, :since_60m), by status and reason, through
+-- runs_created (never every run). n: in the window; last_5m / last_60m: the run rates.
+SELECT status, reason,
+       count(*) FILTER (WHERE created_at >= :since) AS n,
+       count(*) FILTER (WHERE created_at >= :since_5m) AS last_5m,
+       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m
+FROM runs WHERE created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+GROUP BY status, reason;
+
+-- name: owner_run_window_counts
+SELECT status, reason,
+       count(*) FILTER (WHERE created_at >= :since) AS n,
+       count(*) FILTER (WHERE created_at >= :since_5m) AS last_5m,
+       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m
+FROM runs WHERE owner_id = :owner_id AND created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+GROUP BY status, reason;
+
+-- name: run_window_lateness
+-- Scheduled runs created in the window: fire lateness (created_at - scheduled_for) and start lateness
+-- (started_at - scheduled_for), in seconds, nearest-rank percentiles (percentile_disc).
+SELECT count(*) AS fire_n,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+           ORDER BY extract(epoch FROM created_at - scheduled_for)::float8) AS fire,
+       count(started_at) AS start_n,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+           ORDER BY extract(epoch FROM started_at - scheduled_for)::float8) FILTER (WHERE started_at IS NOT NULL) AS start
+FROM runs WHERE created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL;
+
+-- name: owner_run_window_lateness
+SELECT count(*) AS fire_n,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+           ORDER BY extract(epoch FROM created_at - scheduled_for)::float8) AS fire,
+       count(started_at) AS start_n,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+           ORDER BY extract(epoch FROM started_at - scheduled_for)::float8) FILTER (WHERE started_at IS NOT NULL) AS start
+FROM runs WHERE owner_id = :owner_id AND created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL;
+
+-- name: resolve_unknown_run
+-- A manual verdict on an UNKNOWN run: compare-and-set on the status, so a run that moved on (or a
+-- second resolution) changes nothing. UNKNOWN is final already: no lease, finished_at kept.
+UPDATE runs SET status = :status, reason = :reason, updated_at = now()
+WHERE id = :id AND status = 'UNKNOWN' AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+RETURNING *;
+
+-- name: oldest_unpublished
+SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1;
+
+-- name: requeue_outbox_message
+UPDATE outbox SET published_at = NULL WHERE id = :id::bigint AND published_at IS NOT NULL RETURNING id;
+
+-- name: dead_letter_counts
+SELECT source, count(*) AS n FROM dead_letters GROUP BY source;
+
+-- name: insert_automation_history
+INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, key_id, "before", "after")
+VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :before::jsonb, :after::jsonb)
+RETURNING *;
+
+-- name: automation_history
+SELECT * FROM automation_history
+WHERE automation_id = :automation_id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:after_seq::bigint IS NULL OR seq > :after_seq)
+ORDER BY seq
+LIMIT :limit;
+
+-- name: upsert_instance
+INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
+VALUES (:id, :roles::jsonb, :actor_states::jsonb, :started_at, now())
+ON CONFLICT (id) DO UPDATE SET
+    roles = EXCLUDED.roles, actor_states = EXCLUDED.actor_states, started_at = EXCLUDED.started_at,
+    seen_at = EXCLUDED.seen_at
+RETURNING *;
+
+-- name: all_instances
+SELECT * FROM instances ORDER BY id;
+
+-- name: purge_instances
+DELETE FROM instances WHERE seen_at < :before RETURNING id;

@@ -52,6 +52,11 @@ WHERE (:owner_id IS NULL OR owner_id = :owner_id)
   AND (:due_before IS NULL OR next_run_at <= :due_before)
   AND (:partitions IS NULL OR "partition" IN (SELECT value FROM json_each(:partitions)))
   AND (:after_id IS NULL OR id > :after_id)
+  AND (:name_contains IS NULL OR instr(lower(name), lower(:name_contains)) > 0)
+  AND (:action_type IS NULL OR action_type = :action_type)
+  AND (:labels IS NULL OR NOT EXISTS (
+      SELECT 1 FROM json_each(:labels) AS want
+      WHERE json_extract(labels, '$."' || want.key || '"') IS NOT want.value))
 ORDER BY id
 LIMIT :limit;
 
@@ -200,12 +205,40 @@ WHERE r.automation_id IS NULL;
 SELECT * FROM runs WHERE id = :id AND (:owner_id IS NULL OR owner_id = :owner_id);
 
 -- name: query_runs
+-- By what bounds the scan (see the PostgreSQL file): runs_created, runs_owner_created (0008),
+-- runs_automation_time. The cursor is the last run of the previous page: strictly older.
 SELECT * FROM runs
-WHERE (:automation_id IS NULL OR automation_id = :automation_id)
+WHERE true
   AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-  AND (:owner_id IS NULL OR owner_id = :owner_id)
   AND (:created_after IS NULL OR created_at >= :created_after)
   AND (:created_before IS NULL OR created_at < :created_before)
+  AND (:action_type IS NULL OR action_type = :action_type)
+  AND (:origin IS NULL OR origin = :origin)
+  AND (:cursor_at IS NULL OR created_at < :cursor_at OR (created_at = :cursor_at AND id < :cursor_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: query_runs_of_owner
+SELECT * FROM runs
+WHERE owner_id = :owner_id
+  AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
+  AND (:action_type IS NULL OR action_type = :action_type)
+  AND (:origin IS NULL OR origin = :origin)
+  AND (:cursor_at IS NULL OR created_at < :cursor_at OR (created_at = :cursor_at AND id < :cursor_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: query_runs_of_automation
+SELECT * FROM runs
+WHERE automation_id = :automation_id AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
+  AND (:action_type IS NULL OR action_type = :action_type)
+  AND (:origin IS NULL OR origin = :origin)
+  AND (:cursor_at IS NULL OR created_at < :cursor_at OR (created_at = :cursor_at AND id < :cursor_id))
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
@@ -650,3 +683,96 @@ RETURNING id;
 
 -- name: purge_ui_sessions
 DELETE FROM ui_sessions WHERE expires_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- operations (issue 13, migration 0008)
+-- name: run_window_counts
+SELECT status, reason,
+       sum(created_at >= :since) AS n,
+       sum(created_at >= :since_5m) AS last_5m,
+       sum(created_at >= :since_60m) AS last_60m
+FROM runs WHERE created_at >= min(:since, :since_60m)
+GROUP BY status, reason;
+
+-- name: owner_run_window_counts
+SELECT status, reason,
+       sum(created_at >= :since) AS n,
+       sum(created_at >= :since_5m) AS last_5m,
+       sum(created_at >= :since_60m) AS last_60m
+FROM runs WHERE owner_id = :owner_id AND created_at >= min(:since, :since_60m)
+GROUP BY status, reason;
+
+-- name: run_window_lateness
+-- Nearest-rank percentiles as PostgreSQL's percentile_disc: the first value whose rank reaches p·n.
+WITH w AS (
+    SELECT created_at - scheduled_for AS fire,
+           CASE WHEN started_at IS NULL THEN NULL ELSE started_at - scheduled_for END AS start
+    FROM runs WHERE created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL),
+f AS (SELECT fire AS v, row_number() OVER (ORDER BY fire) AS rn, count(*) OVER () AS n FROM w),
+s AS (SELECT start AS v, row_number() OVER (ORDER BY start) AS rn, count(*) OVER () AS n FROM w
+      WHERE start IS NOT NULL)
+SELECT (SELECT count(*) FROM f) AS fire_n,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 50) / 1000000.0 AS fire_p50,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 95) / 1000000.0 AS fire_p95,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 99) / 1000000.0 AS fire_p99,
+       (SELECT count(*) FROM s) AS start_n,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 50) / 1000000.0 AS start_p50,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 95) / 1000000.0 AS start_p95,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 99) / 1000000.0 AS start_p99;
+
+-- name: owner_run_window_lateness
+WITH w AS (
+    SELECT created_at - scheduled_for AS fire,
+           CASE WHEN started_at IS NULL THEN NULL ELSE started_at - scheduled_for END AS start
+    FROM runs WHERE owner_id = :owner_id AND created_at >= :since AND origin = 'schedule'
+                AND scheduled_for IS NOT NULL),
+f AS (SELECT fire AS v, row_number() OVER (ORDER BY fire) AS rn, count(*) OVER () AS n FROM w),
+s AS (SELECT start AS v, row_number() OVER (ORDER BY start) AS rn, count(*) OVER () AS n FROM w
+      WHERE start IS NOT NULL)
+SELECT (SELECT count(*) FROM f) AS fire_n,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 50) / 1000000.0 AS fire_p50,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 95) / 1000000.0 AS fire_p95,
+       (SELECT min(v) FROM f WHERE rn * 100 >= n * 99) / 1000000.0 AS fire_p99,
+       (SELECT count(*) FROM s) AS start_n,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 50) / 1000000.0 AS start_p50,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 95) / 1000000.0 AS start_p95,
+       (SELECT min(v) FROM s WHERE rn * 100 >= n * 99) / 1000000.0 AS start_p99;
+
+-- name: resolve_unknown_run
+UPDATE runs SET status = :status, reason = :reason, updated_at = :now
+WHERE id = :id AND status = 'UNKNOWN' AND (:owner_id IS NULL OR owner_id = :owner_id)
+RETURNING *;
+
+-- name: oldest_unpublished
+SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1;
+
+-- name: requeue_outbox_message
+UPDATE outbox SET published_at = NULL WHERE id = :id AND published_at IS NOT NULL RETURNING id;
+
+-- name: dead_letter_counts
+SELECT source, count(*) AS n FROM dead_letters GROUP BY source;
+
+-- name: insert_automation_history
+INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, key_id, at, "before", "after")
+VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :now, :before, :after)
+RETURNING *;
+
+-- name: automation_history
+SELECT * FROM automation_history
+WHERE automation_id = :automation_id AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:after_seq IS NULL OR seq > :after_seq)
+ORDER BY seq
+LIMIT :limit;
+
+-- name: upsert_instance
+INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
+VALUES (:id, :roles, :actor_states, :started_at, :now)
+ON CONFLICT (id) DO UPDATE SET
+    roles = excluded.roles, actor_states = excluded.actor_states, started_at = excluded.started_at,
+    seen_at = excluded.seen_at
+RETURNING *;
+
+-- name: all_instances
+SELECT * FROM instances ORDER BY id;
+
+-- name: purge_instances
+DELETE FROM instances WHERE seen_at < :before RETURNING id;
