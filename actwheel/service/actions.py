@@ -15,7 +15,7 @@ from typing import Any
 from actwheel.actions.base import ActionDefinition
 from actwheel.actions.registry import ActionRegistry
 from actwheel.clock import Clock
-from actwheel.errors import InvalidInput, InvalidTrigger
+from actwheel.errors import FieldError, InvalidAction, InvalidInput, InvalidTrigger
 from actwheel.events import EventFactory
 from actwheel.messages import ActionRequested
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
@@ -51,10 +51,11 @@ class ActionService:
         Needs ``action:request`` and the action's scopes; a request for another owner ``admin:write``.
 
         :raises PermissionDenied: naming every missing scope
-        :raises InvalidInput: an unknown action type
+        :raises InvalidInput: an unknown action type (``type``), or a config the type refuses, naming every
+            bad ``config.<field>`` (as ``POST /v1/automations`` does); no run is created
         """
         caller = _for_owner(caller, request.owner_id)
-        needed = self._registry.get(request.type).required_scopes_for(request.config)
+        needed = self._validated(request).required_scopes_for(request.config)
         require(caller, "action.request", [REQUEST, *needed])
         async with self._store.transaction() as tx:
             inserted = await self._insert(tx, caller, request)
@@ -66,13 +67,26 @@ class ActionService:
         """Insert a run for a request that arrived on the bus: no scope gate here — the scopes it declares
         are its snapshot, and the router authorises the run when it is dispatched (snapshot ∩ the owner's
         ceiling; a missing or banned owner's run is SKIPPED). Whoever may publish ``action.request``
-        is decided by the bus (docs/bus.md)."""
+        is decided by the bus (docs/bus.md).
+
+        :raises InvalidInput: as :meth:`submit`: the config is validated here, not when the run executes
+        """
+        self._validated(request)
         caller = Caller(request.owner_id, frozenset(request.scopes))
         async with self._store.transaction() as tx:
             inserted = await self._insert(tx, caller, request)
             if inserted.created:
                 await tx.outbox.append_many(self._events.runs_ready([inserted.run.id]))
         return inserted
+
+    def _validated(self, request: ActionRequested) -> ActionDefinition:
+        """The request's action definition, once its config passed the type's validation."""
+        definition = self._registry.get(request.type)
+        errors = definition.validate(request.config)
+        if errors:
+            raise InvalidAction.collect([FieldError(f"config.{e.field}".rstrip("."), e.value, e.expected)
+                                         for e in errors])
+        return definition
 
     async def _insert(self, tx: Transaction, caller: Caller, request: ActionRequested) -> InsertedRun:
         key = request.idempotency_key or uuid.uuid4().hex

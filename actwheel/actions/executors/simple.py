@@ -18,15 +18,18 @@ _LEVELS = ["debug", "info", "warning", "error"]
 Op = Callable[[Mapping[str, Any], ActionContext], Awaitable[ActionResult]]
 
 
+def _variable_name(config: Mapping[str, Any]) -> str:
+    """``set_variable``'s variable: ``name``, or its alias ``key`` (the action engine's own word)."""
+    return str(config["name"] if "name" in config else config["key"])
+
+
 async def _set_variable(config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
     if "expression" in config:
         value = compile_expression(config["expression"]).evaluate(ctx.expression_names())
     else:
         value = interpolate(config.get("value"), ctx.expression_names(), "value")
-    return ActionResult.ok(
-        f"set {config['name']}",
-        {"name": config["name"], "value": value, "set_variables": {config["name"]: value}},
-    )
+    name = _variable_name(config)
+    return ActionResult.ok(f"set {name}", {"name": name, "value": value, "set_variables": {name: value}})
 
 
 async def _log(config: Mapping[str, Any], ctx: ActionContext) -> ActionResult:
@@ -63,8 +66,8 @@ class SimpleOp(ActionDefinition):
     aliases = ("SimpleOp",)
     display_name = "Simple operation"
     description = (
-        "Small in-run operations with no outside effect. `op: set_variable` (`name`, and `value` or an "
-        "`expression`) makes a variable visible to later composite steps; `op: log` writes `message` "
+        "Small in-run operations with no outside effect. `op: set_variable` (`name` — or its alias `key` — "
+        "and `value` or an `expression`) makes a variable visible to later composite steps; `op: log` writes `message` "
         "(`${...}` allowed) at `level`; `op: delay` waits `seconds`; `op: assert` evaluates a safe "
         "`condition` such as `amount > 100 and status in ['new', 'open']` and fails when it is false."
     )
@@ -75,6 +78,7 @@ class SimpleOp(ActionDefinition):
         "properties": {
             "op": {"enum": list(_OPS)},
             "name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+            "key": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
             "value": {},
             "expression": {"type": "string"},
             "message": {"type": "string", "maxLength": 10_000},
@@ -89,8 +93,11 @@ class SimpleOp(ActionDefinition):
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         op = config["op"]
         errors = [
-            FieldError(name, None, f"a value (required by op {op})") for name in _REQUIRED[op] if name not in config
+            FieldError(name, None, f"a value (required by op {op})") for name in _REQUIRED[op]
+            if name not in config and not (name == "name" and "key" in config)
         ]
+        if "name" in config and "key" in config:
+            errors.append(FieldError("key", config["key"], "either name or its alias key, not both"))
         for name in ("expression", "condition"):
             if name in config:
                 errors += _expression_errors(config[name], name)
