@@ -28,12 +28,12 @@ from actwheel.api.errors import handle_actwheel_error, json_response
 from actwheel.api.guard import RoutePolicy, caller_of, guarded
 from actwheel.api.identity import InsecureMarker, identity_routes
 from actwheel.api.ontology import ontology_routes
-from actwheel.api.params import enum_param, instant_param, limit_param
+from actwheel.api.operations import automation_filters, operations_routes, run_filters, runs_page
+from actwheel.api.params import instant_param
 from actwheel.api.stream import stream_routes
 from actwheel.errors import ActwheelError, FieldError, InvalidInput
 from actwheel.messages import ActionRequested
 from actwheel.service import ControlPlane
-from actwheel.storage.records import AutomationStatus, RunStatus
 from actwheel.ui import LocalSessions, html_errors, ui_routes
 
 __all__ = ["create_app"]
@@ -62,6 +62,7 @@ def create_app(control: ControlPlane) -> Starlette:
         ("GET", "/v1/actions/types", api.action_types),
         ("POST", "/v1/triggers/preview", api.preview),
         *ontology_routes(control),
+        *operations_routes(control),
         *identity_routes(control),
         *stream_routes(control),
     ]
@@ -109,12 +110,7 @@ class _Api:
         return json_response(automation, 201)
 
     async def list_automations(self, request: Request) -> Response:
-        q = request.query_params
-        automations = await self._automations.query(
-            caller_of(request), owner_id=q.get("owner_id"), session_id=q.get("session_id"),
-            agent_id=q.get("agent_id"),
-            status=enum_param(AutomationStatus, q.get("status"), "status"), after_id=q.get("after_id"),
-            limit=limit_param(q.get("limit")))
+        automations = await self._automations.query(caller_of(request), **automation_filters(request.query_params))
         return json_response({"items": automations})
 
     async def get_automation(self, request: Request) -> Response:
@@ -146,11 +142,9 @@ class _Api:
     # --- runs ----------------------------------------------------------------------------
 
     async def list_runs(self, request: Request) -> Response:
-        q = request.query_params
-        runs = await self._control.runs.query(
-            caller_of(request), owner_id=q.get("owner_id"), automation_id=q.get("automation_id"),
-            status=enum_param(RunStatus, q.get("status"), "status"), limit=limit_param(q.get("limit")))
-        return json_response({"items": runs})
+        filters = run_filters(request.query_params)
+        runs = await self._control.runs.query(caller_of(request), **filters)
+        return json_response(runs_page(runs, filters["limit"]))
 
     async def get_run(self, request: Request) -> Response:
         found = await self._control.runs.get(caller_of(request), request.path_params["id"])

@@ -118,6 +118,20 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("POST", "/v1/principals/{id}/ban"): RoutePolicy(("admin:write",), ownership="admin"),
     ("POST", "/v1/principals/{id}/unban"): RoutePolicy(("admin:write",), ownership="admin"),
     ("PUT", "/v1/principals/{id}/scopes"): RoutePolicy(("admin:write",), ownership="admin"),
+    # the ops dashboard's API (issue 13): stats are per owner unless the caller holds admin:read
+    ("GET", "/v1/stats"): RoutePolicy(("run:read",)),
+    ("GET", "/v1/system"): RoutePolicy(("admin:read",), ownership="admin"),
+    ("GET", "/v1/automations/{id}/history"): RoutePolicy(("automation:read",)),
+    ("POST", "/v1/automations/bulk"): RoutePolicy(("automation:write",)),
+    ("POST", "/v1/runs/bulk-cancel"): RoutePolicy(("run:write",)),
+    ("POST", "/v1/runs/{id}/cancel"): RoutePolicy(("run:write",)),
+    ("POST", "/v1/runs/{id}/resolve"): RoutePolicy(("run:write",)),
+    ("POST", "/v1/runs/{id}/retry"): RoutePolicy(("run:write",)),  # and the action's scopes (service)
+    ("GET", "/v1/dead-letters"): RoutePolicy(("admin:read",), ownership="admin"),
+    ("GET", "/v1/dead-letters/{id}"): RoutePolicy(("admin:read",), ownership="admin"),
+    ("DELETE", "/v1/dead-letters/{id}"): RoutePolicy(("admin:write",), ownership="admin"),
+    ("POST", "/v1/dead-letters/{id}/requeue"): RoutePolicy(("admin:write",), ownership="admin"),
+    # --- MCP (actwheel.mcp.http): any valid key; each tool checks its own scopes, the double-scope rule too
     # --- the live stream and the dashboard (actwheel.ui): the session cookie, CSRF on every POST
     ("GET", "/v1/stream"): RoutePolicy(("run:read",), credential="either"),
     ("GET", "/"): UI_PUBLIC,  # a 303 to /ui/

@@ -65,7 +65,8 @@ async def seed(world: World) -> dict[str, str]:
     run = await world.engine.control.automations.run_now(alice, automation.id)
     spare, _ = await world.mint("full_a", {"name": "spare", "scopes": ["automation:read"]})
     return {"/v1/automations/": automation.id, "/v1/runs/": run.id, "/v1/keys/": spare,
-            "/v1/principals/": "victim", "/v1/ontology/objects/": "no-such-object"}
+            "/v1/principals/": "victim", "/v1/ontology/objects/": "no-such-object",
+            "/v1/dead-letters/": "no-such-letter"}
 
 
 def concrete(path: str, ids: dict[str, str]) -> str:
