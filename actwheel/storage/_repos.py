@@ -18,6 +18,7 @@ from actwheel.storage._automations import SqlAutomations
 from actwheel.storage._codec import JsonText
 from actwheel.storage._ontology import SqlOntology
 from actwheel.storage._operations import SqlAutomationHistory, SqlInstances
+from actwheel.storage._retention import SqlRetention
 from actwheel.storage._rows import (
     api_key_of,
     audit_entry_of,
@@ -658,6 +659,7 @@ class SqlTransaction(Transaction):
         self.dead_letters = SqlDeadLetters(sql)
         self.partitions = SqlPartitionLeases(sql)
         self.idempotency = SqlIdempotency(sql)
+        self.retention = SqlRetention(sql)
         self.confirmations = SqlConfirmations(sql)
         self.ui_sessions = SqlUiSessions(sql)
         self.automation_history = SqlAutomationHistory(sql)

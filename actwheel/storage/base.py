@@ -55,6 +55,8 @@ from actwheel.storage.records import (
     Principal,
     PrincipalKind,
     PrincipalStatus,
+    PurgedOutbox,
+    PurgedRuns,
     RelationRecord,
     Run,
     RunOutcome,
@@ -79,6 +81,7 @@ __all__ = [
     "OutboxRepository",
     "PartitionLeaseRepository",
     "PrincipalRepository",
+    "RetentionRepository",
     "RunRepository",
     "SecurityEventRepository",
     "Store",
@@ -945,6 +948,54 @@ class InstanceRepository(ABC):
         """Delete the instances last seen before ``before``; returns how many."""
 
 
+class RetentionRepository(ABC):
+    """Bounded history (issue 14, migration 0010): what the retention sweeper removes, one bounded
+    batch per call, and the lease that lets one sweeper at a time do it.
+
+    Every delete re-checks its condition on the row it removes (a run that finished after the scan,
+    an outbox row published after it, stays), so two sweepers at once each remove a row at most
+    once and never anything else: the lease is a speed mechanism (invariant 9). No open run
+    (``finished_at`` NULL, CHECK ``runs_finished_shape``) is ever removed. Deleting a run frees its
+    dedupe key: an ad hoc request's ``request:<owner>:<idempotency key>`` is honoured while its run
+    is kept, and a scheduled instant cannot fire again because the cursor has moved past it
+    (invariant 2), not because its run is still there.
+
+    :raises InvalidInput: a naive instant, a ``limit`` outside 1..100000, an empty lease name or owner
+    """
+
+    @abstractmethod
+    async def purge_runs(
+        self, before: datetime, *, limit: int, after: tuple[datetime, str] | None = None
+    ) -> PurgedRuns:
+        """Read the next ``limit`` runs created before ``before`` in ``(created_at, id)`` order after
+        ``after`` (index ``runs_created``), and delete those that finished before ``before``, with
+        their audit rows. Page on with the returned ``after`` until it is None."""
+
+    @abstractmethod
+    async def purge_outbox(self, before: datetime, *, limit: int, after: int = 0) -> PurgedOutbox:
+        """Read the next ``limit`` outbox rows after id ``after`` and delete those published before
+        ``before`` (never an unpublished one); ``after`` is None once a row created at or after
+        ``before`` was reached (ids grow with insertion), or the table's end."""
+
+    @abstractmethod
+    async def purge_dead_letters(self, before: datetime, *, limit: int) -> int:
+        """Delete at most ``limit`` dead letters created before ``before``, oldest first; how many."""
+
+    @abstractmethod
+    async def purge_idempotency_keys(self, before: datetime, *, limit: int) -> int:
+        """Delete at most ``limit`` idempotency keys created before ``before``, oldest first; how many.
+        A deleted key is free: the next ``put`` of it records a new outcome."""
+
+    @abstractmethod
+    async def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Take the job lease ``name`` for ``ttl_s`` seconds of the database clock when it is free or
+        expired, or renew it when ``owner`` holds it; False when someone else holds it."""
+
+    @abstractmethod
+    async def release_lease(self, name: str, owner: str) -> bool:
+        """Give the lease up; False when ``owner`` did not hold it."""
+
+
 class Transaction(ABC):
     """One unit of work: everything done through it commits together or not at all."""
 
@@ -960,6 +1011,7 @@ class Transaction(ABC):
     dead_letters: DeadLetterRepository
     partitions: PartitionLeaseRepository
     idempotency: IdempotencyRepository
+    retention: RetentionRepository
     confirmations: ConfirmationRepository
     ui_sessions: UiSessionRepository
     automation_history: AutomationHistoryRepository
@@ -1011,3 +1063,9 @@ class Store(ABC):
 
         True when woken by such a commit, False on timeout (callers poll either way).
         """
+
+    async def reclaim_space(self, max_pages: int = 2000) -> int:
+        """Give up to ``max_pages`` free pages back to the file system, outside any transaction
+        (SQLite: ``PRAGMA incremental_vacuum``); how many free pages remain. PostgreSQL: 0, its
+        (auto)vacuum makes the space of deleted rows reusable, the file keeps its size."""
+        return 0

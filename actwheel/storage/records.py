@@ -50,6 +50,8 @@ __all__ = [
     "Principal",
     "PrincipalKind",
     "PrincipalStatus",
+    "PurgedOutbox",
+    "PurgedRuns",
     "RelationRecord",
     "Run",
     "RunOutcome",
@@ -707,3 +709,28 @@ class InstanceRecord:
     actor_states: dict[str, str]
     started_at: datetime
     seen_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PurgedRuns:
+    """One retention batch over ``runs`` (:meth:`~actwheel.storage.base.RetentionRepository.purge_runs`).
+
+    ``scanned`` runs were read from the creation-time range (at most the batch), ``runs`` of them had
+    finished before the cutoff and were deleted with their ``audit`` rows. ``after`` is the cursor of
+    the next batch, None once the range before the cutoff is exhausted.
+    """
+
+    scanned: int
+    runs: int
+    audit: int
+    after: tuple[datetime, str] | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PurgedOutbox:
+    """One retention batch over the outbox: ``scanned`` rows read in id order, ``rows`` of them
+    (published before the cutoff) deleted; ``after`` is the next batch's cursor, None at the cutoff."""
+
+    scanned: int
+    rows: int
+    after: int | None

@@ -22,7 +22,7 @@ import aiosqlite
 import orjson
 
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable
+from actwheel.errors import IntegrityViolation, InvalidInput, StorageError, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.storage import _codec as c
 from actwheel.storage._repos import SqlTransaction
@@ -162,6 +162,19 @@ class _SqliteRunner(SqlRunner):
         return self._clock.now()
 
 
+#: ``PRAGMA auto_vacuum`` value of INCREMENTAL.
+_INCREMENTAL = 2
+#: The largest file :meth:`SqliteStore.start` vacuums once to switch it to incremental vacuum (≈ 1 s).
+VACUUM_AT_START_MAX_BYTES = 64 * 1024 * 1024
+
+
+async def _pragma(conn: aiosqlite.Connection, name: str) -> int:
+    with _mapped():
+        async with conn.execute(f"PRAGMA {name}") as cursor:
+            row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 class SqliteStore(Store):
     """A store in one SQLite file (or ``:memory:``).
 
@@ -208,6 +221,7 @@ class SqliteStore(Store):
         self._conn = await self._open()
         if self._migrate_on_start:
             await self.migrate()
+        await self._ensure_incremental_vacuum()
 
     async def _open(self) -> aiosqlite.Connection:
         try:
@@ -217,6 +231,9 @@ class SqliteStore(Store):
         conn.row_factory = sqlite3.Row
         for pragma in (
             f"PRAGMA busy_timeout = {self._busy_timeout_ms}",
+            # Before anything writes page 1 (journal_mode = WAL does): a new file then has it from
+            # its first table; an existing one only after a VACUUM (_ensure_incremental_vacuum).
+            "PRAGMA auto_vacuum = INCREMENTAL",
             "PRAGMA journal_mode = WAL",
             "PRAGMA synchronous = NORMAL",
             # Checkpoint the WAL into the database every ~40 MB instead of every ~4 MB: a batch
@@ -228,6 +245,40 @@ class SqliteStore(Store):
         ):
             await conn.execute(pragma)
         return conn
+
+    async def _ensure_incremental_vacuum(self) -> None:
+        """Switch a database made before 0010 to ``auto_vacuum = INCREMENTAL``, which takes a VACUUM (a
+        rewrite of the whole file, under an exclusive lock, outside any transaction): done once here
+        when the file is at most ``VACUUM_AT_START_MAX_BYTES``; a larger one is left as it is, with a
+        warning. Without the mode the retention sweeper's deletes still free pages for reuse; the
+        file just does not shrink."""
+        conn = self._connection()
+        async with self._lock:
+            mode = await _pragma(conn, "auto_vacuum")
+            if mode == _INCREMENTAL or self.path == ":memory:":
+                return
+            size = await _pragma(conn, "page_count") * await _pragma(conn, "page_size")
+            if size > VACUUM_AT_START_MAX_BYTES:
+                _log.warning("sqlite_auto_vacuum_not_incremental", path=self.path, bytes=size,
+                             fix="stop every instance, then: sqlite3 <file> "
+                                 "'PRAGMA auto_vacuum = INCREMENTAL; VACUUM;'")
+                return
+            with _mapped():
+                await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                await conn.execute("VACUUM")
+            _log.info("sqlite_auto_vacuum_incremental", path=self.path, bytes=size)
+
+    async def reclaim_space(self, max_pages: int = 2000) -> int:
+        """``PRAGMA incremental_vacuum(max_pages)`` in a transaction of its own (sqlite3 steps a
+        pragma once per ``execute``, freeing one page: ``executescript`` runs it to the end); returns
+        the free pages left."""
+        if isinstance(max_pages, bool) or not isinstance(max_pages, int) or not 1 <= max_pages <= 1_000_000:
+            raise InvalidInput("max_pages", max_pages, "an integer from 1 to 1000000")
+        async with self._lock:
+            conn = self._connection()
+            with _mapped():
+                await conn.executescript(f"PRAGMA incremental_vacuum({max_pages});")
+            return await _pragma(conn, "freelist_count")
 
     async def stop(self) -> None:
         """Close once the running transaction is done, waiting for it at most ``stop_wait_s``.

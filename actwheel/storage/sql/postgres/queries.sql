@@ -798,3 +798,53 @@ SELECT * FROM instances ORDER BY id;
 
 -- name: purge_instances
 DELETE FROM instances WHERE seen_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- retention (issue 14, migration 0010)
+-- Each statement touches at most :limit rows (the sweeper's batch) and re-checks its condition on the
+-- row it removes, so a run that finished (or a row that was published) after the scan is kept, and
+-- two sweepers at once remove each row once.
+
+-- name: retention_scan_runs
+-- The next :limit runs created before the cutoff, in runs_created order after the cursor, whatever
+-- their status: the sweeper deletes the finished ones among them and moves the cursor past all.
+SELECT id, finished_at, created_at FROM runs
+WHERE created_at < :before AND (created_at, id) > (:after_created::timestamptz, :after_id::text)
+ORDER BY created_at, id
+LIMIT :limit;
+
+-- name: retention_delete_runs
+-- Never an open run: finished_at is NULL exactly for the open statuses (CHECK runs_finished_shape).
+DELETE FROM runs WHERE id = ANY(:ids::text[]) AND finished_at < :before RETURNING id;
+
+-- name: retention_delete_audit
+DELETE FROM audit WHERE run_id = ANY(:ids::text[]) RETURNING seq;
+
+-- name: retention_scan_outbox
+-- Outbox rows in id (insertion) order after the cursor; the sweeper stops at the first one created
+-- after the cutoff instead of reading on to the end of the table.
+SELECT id, created_at, published_at FROM outbox WHERE id > :after_id::bigint ORDER BY id LIMIT :limit;
+
+-- name: retention_delete_outbox
+-- Published rows only: an unpublished row is an event still owed to the bus.
+DELETE FROM outbox WHERE id = ANY(:ids::bigint[]) AND published_at < :before RETURNING id;
+
+-- name: retention_delete_dead_letters
+DELETE FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letters WHERE created_at < :before ORDER BY created_at LIMIT :limit)
+RETURNING id;
+
+-- name: retention_delete_idempotency_keys
+DELETE FROM idempotency_keys
+WHERE key IN (SELECT key FROM idempotency_keys WHERE created_at < :before ORDER BY created_at LIMIT :limit)
+RETURNING key;
+
+-- name: acquire_job_lease
+-- Taken when free or expired, renewed by its holder; None for anyone else.
+INSERT INTO job_leases (name, owner, expires_at)
+VALUES (:name, :owner, now() + make_interval(secs => :ttl_s::float8))
+ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+WHERE job_leases.owner = EXCLUDED.owner OR job_leases.expires_at < now()
+RETURNING name;
+
+-- name: release_job_lease
+DELETE FROM job_leases WHERE name = :name AND owner = :owner RETURNING name;

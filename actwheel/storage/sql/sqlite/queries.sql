@@ -776,3 +776,46 @@ SELECT * FROM instances ORDER BY id;
 
 -- name: purge_instances
 DELETE FROM instances WHERE seen_at < :before RETURNING id;
+
+-- ---------------------------------------------------------------- retention (issue 14, migration 0010)
+-- Each statement touches at most :limit rows (the sweeper's batch) and re-checks its condition on the
+-- row it removes (see the PostgreSQL file). The freed pages go back to the file through
+-- SqliteStore.reclaim_space (PRAGMA incremental_vacuum), outside these transactions.
+
+-- name: retention_scan_runs
+SELECT id, finished_at, created_at FROM runs
+WHERE created_at < :before AND (created_at, id) > (:after_created, :after_id)
+ORDER BY created_at, id
+LIMIT :limit;
+
+-- name: retention_delete_runs
+DELETE FROM runs WHERE id IN (SELECT value FROM json_each(:ids)) AND finished_at < :before RETURNING id;
+
+-- name: retention_delete_audit
+DELETE FROM audit WHERE run_id IN (SELECT value FROM json_each(:ids)) RETURNING seq;
+
+-- name: retention_scan_outbox
+SELECT id, created_at, published_at FROM outbox WHERE id > :after_id ORDER BY id LIMIT :limit;
+
+-- name: retention_delete_outbox
+DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(:ids)) AND published_at < :before RETURNING id;
+
+-- name: retention_delete_dead_letters
+DELETE FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letters WHERE created_at < :before ORDER BY created_at LIMIT :limit)
+RETURNING id;
+
+-- name: retention_delete_idempotency_keys
+DELETE FROM idempotency_keys
+WHERE key IN (SELECT key FROM idempotency_keys WHERE created_at < :before ORDER BY created_at LIMIT :limit)
+RETURNING key;
+
+-- name: acquire_job_lease
+INSERT INTO job_leases (name, owner, expires_at)
+VALUES (:name, :owner, :now + CAST(:ttl_s * 1000000 AS INTEGER))
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE job_leases.owner = excluded.owner OR job_leases.expires_at < :now
+RETURNING name;
+
+-- name: release_job_lease
+DELETE FROM job_leases WHERE name = :name AND owner = :owner RETURNING name;
