@@ -28,6 +28,7 @@ from actwheel.actors.partitions import AllPartitions, PartitionLeases
 from actwheel.actors.planner import Planner
 from actwheel.actors.queues import automation_changes, role_queues
 from actwheel.actors.recovery import RecoverySweeper
+from actwheel.actors.retention import RetentionSweeper
 from actwheel.actors.router import ExecutorRouter
 from actwheel.actors.supervisor import Supervisor
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker, scheduled_of
@@ -208,7 +209,10 @@ class Engine:
             "ticker": self._ticker, "planner": self._planner, "router": self._router, "recovery": self._recovery,
             "cdc": self._relay, "auditor": self._auditor, "metrics": self._sampler,
         }
-        return {role: builders[role]() for role in s.roles}
+        actors = {role: builders[role]() for role in s.roles}
+        if "recovery" in s.roles:  # history is swept by the instances that sweep leases (one at a time: a lease)
+            actors["retention"] = self._retention()
+        return actors
 
     def _ticker(self) -> Actor:
         s = self.settings
@@ -239,6 +243,11 @@ class Engine:
         return RecoverySweeper(store=self.store, registry=self.registry, events=self.events, clock=self.clock,
                                instance=s.instance, interval_s=s.sweep_interval_s,
                                stale_pending_s=s.stale_pending_s)
+
+    def _retention(self) -> Actor:
+        s = self.settings
+        return RetentionSweeper(store=self.store, clock=self.clock, instance=s.instance, retention_s=s.retention_s,
+                                interval_s=s.retention_sweep_s)
 
     def _relay(self) -> Actor:
         return CdcEmitter(store=self.store, bus=self.bus, clock=self.clock,

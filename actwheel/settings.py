@@ -76,6 +76,12 @@ class Settings:
     grace_s: float = 10.0
     sweep_interval_s: float = 5.0
     stale_pending_s: float = 30.0
+    #: How long finished runs (with their audit rows), published outbox rows, dead letters and idempotency
+    #: keys are kept (``ACTWHEEL_RETENTION_S``, 30 days): the recovery role's retention sweeper removes them
+    #: afterwards. An ad hoc request's idempotency key is honoured for this long (docs/storage.md, "Retention").
+    retention_s: float = 30 * 86_400.0
+    #: How often the retention sweeper looks (``ACTWHEEL_RETENTION_SWEEP_S``).
+    retention_sweep_s: float = 300.0
     local_owner: str = "local"
     #: Authenticate every HTTP request (bearer API keys). ``False`` is ``--insecure-no-auth``: loopback only,
     #: every request acts as ``local_owner`` with ``*``, and owners without a principal are implicit.
@@ -98,6 +104,8 @@ class Settings:
             "broker_url": env.get("ACTWHEEL_BROKER_URL", "memory://"),
             "horizon_s": _float(env, "ACTWHEEL_HORIZON_S", 3600.0),
             "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
+            "retention_s": _float(env, "ACTWHEEL_RETENTION_S", 30 * 86_400.0),
+            "retention_sweep_s": _float(env, "ACTWHEEL_RETENTION_SWEEP_S", 300.0),
             "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),
             "auth": not _flag(env, "ACTWHEEL_INSECURE_NO_AUTH", False),
             "metrics_auth": _flag(env, "ACTWHEEL_METRICS_AUTH", False),
@@ -123,7 +131,7 @@ class Settings:
         unknown = [r for r in self.roles if r not in ALL_ROLES]
         if unknown or not self.roles:
             raise InvalidInput("actors", unknown[0] if unknown else "", "one or more of " + ", ".join(ALL_ROLES))
-        for name in ("lease_s", "grace_s", "sweep_interval_s", "stale_pending_s"):
+        for name in ("lease_s", "grace_s", "sweep_interval_s", "stale_pending_s", "retention_s", "retention_sweep_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise InvalidInput(name, value, "a finite number of seconds > 0")

@@ -63,7 +63,8 @@ async def test_readyz_is_503_while_the_actors_are_not_running(client: httpx.Asyn
     assert response.status_code == 503
     body = response.json()
     assert body["ready"] is False
-    assert set(body["actors"]) == {"ticker", "planner", "router", "recovery", "cdc", "auditor", "metrics"}
+    assert set(body["actors"]) == {"ticker", "planner", "router", "recovery", "retention", "cdc", "auditor",
+                                   "metrics"}  # retention runs in the recovery role
     assert set(body["actors"].values()) == {"new"}
 
 
