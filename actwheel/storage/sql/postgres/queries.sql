@@ -778,13 +778,6 @@ INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, k
 VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :before::jsonb, :after::jsonb)
 RETURNING *;
 
--- name: automation_history
-SELECT * FROM automation_history
-WHERE automation_id = :automation_id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
-  AND (:after_seq::bigint IS NULL OR seq > :after_seq)
-ORDER BY seq
-LIMIT :limit;
-
 -- name: upsert_instance
 INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
 VALUES (:id, :roles::jsonb, :actor_states::jsonb, :started_at, now())
@@ -798,6 +791,13 @@ SELECT * FROM instances ORDER BY id;
 
 -- name: purge_instances
 DELETE FROM instances WHERE seen_at < :before RETURNING id;
+
+-- name: automation_history
+SELECT * FROM automation_history
+WHERE automation_id = :automation_id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:after_seq::bigint IS NULL OR seq > :after_seq)
+ORDER BY seq
+LIMIT :limit;
 
 -- ---------------------------------------------------------------- retention (issue 14, migration 0010)
 -- Each statement touches at most :limit rows (the sweeper's batch) and re-checks its condition on the

@@ -756,13 +756,6 @@ INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, k
 VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :now, :before, :after)
 RETURNING *;
 
--- name: automation_history
-SELECT * FROM automation_history
-WHERE automation_id = :automation_id AND (:owner_id IS NULL OR owner_id = :owner_id)
-  AND (:after_seq IS NULL OR seq > :after_seq)
-ORDER BY seq
-LIMIT :limit;
-
 -- name: upsert_instance
 INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
 VALUES (:id, :roles, :actor_states, :started_at, :now)
@@ -776,6 +769,13 @@ SELECT * FROM instances ORDER BY id;
 
 -- name: purge_instances
 DELETE FROM instances WHERE seen_at < :before RETURNING id;
+
+-- name: automation_history
+SELECT * FROM automation_history
+WHERE automation_id = :automation_id AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:after_seq IS NULL OR seq > :after_seq)
+ORDER BY seq
+LIMIT :limit;
 
 -- ---------------------------------------------------------------- retention (issue 14, migration 0010)
 -- Each statement touches at most :limit rows (the sweeper's batch) and re-checks its condition on the
