@@ -5,8 +5,9 @@ Use::
     from services import postgres_dsn, rabbitmq_url, isolated_postgres_url
 
 - :func:`postgres_dsn` / :func:`rabbitmq_url` return the service URL (env overrides
-  ``ACTWHEEL_TEST_DATABASE_URL`` / ``ACTWHEEL_TEST_BROKER_URL``, else the dev-services
-  ports). The first call per session probes the service; when it is unreachable the
+  ``ACTWHEEL_TEST_DATABASE_URL`` / ``ACTWHEEL_TEST_BROKER_URL``, else this checkout's
+  dev-services URLs from ``.devdata/services.env`` — ports differ per checkout when several
+  share a machine — else the default ports). The first call per session probes the service; when it is unreachable the
   test is *skipped* with a loud reason on a dev machine and *fails* when ``CI`` is set.
 - :func:`isolated_postgres_url` is an async context manager yielding a URL whose
   ``search_path`` is a fresh schema, dropped afterwards; the ``postgres_url`` fixture
@@ -23,6 +24,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -35,6 +37,7 @@ __all__ = [
     "postgres_url",
     "rabbitmq_url",
     "require_service",
+    "services_env",
 ]
 
 DEFAULT_DATABASE_URL = "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel"
@@ -45,16 +48,32 @@ _PROBE_TIMEOUT_S = 2.0
 _probed: dict[str, str | None] = {}
 
 
+def services_env(devdata: Path | None = None) -> dict[str, str]:
+    """What ``ops/dev-services start`` wrote for this checkout (``KEY=value`` lines of
+    ``$ACTWHEEL_DEVDATA/services.env``, default ``.devdata/``); empty when it has not run here."""
+    folder = devdata or Path(os.environ.get("ACTWHEEL_DEVDATA") or Path(__file__).resolve().parents[1] / ".devdata")
+    try:
+        text = (folder / "services.env").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _url(env_var: str, default: str) -> str:
+    return os.environ.get(env_var) or services_env().get(env_var) or default
+
+
 def postgres_dsn() -> str:
     """The test PostgreSQL URL; skips (dev) or fails (CI) the calling test when unreachable."""
-    url = os.environ.get("ACTWHEEL_TEST_DATABASE_URL") or DEFAULT_DATABASE_URL
+    url = _url("ACTWHEEL_TEST_DATABASE_URL", DEFAULT_DATABASE_URL)
     require_service("PostgreSQL", url, "ACTWHEEL_TEST_DATABASE_URL")
     return url
 
 
 def rabbitmq_url() -> str:
     """The test RabbitMQ URL; skips (dev) or fails (CI) the calling test when unreachable."""
-    url = os.environ.get("ACTWHEEL_TEST_BROKER_URL") or DEFAULT_BROKER_URL
+    url = _url("ACTWHEEL_TEST_BROKER_URL", DEFAULT_BROKER_URL)
     require_service("RabbitMQ", url, "ACTWHEEL_TEST_BROKER_URL")
     return url
 
