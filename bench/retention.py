@@ -1,0 +1,276 @@
+"""Benchmark: bounded history (issue 14) — does the retention sweeper keep the database flat under load
+without slowing the claim path, and what would an index on ``finished_at`` cost the finish path?
+
+``--section soak`` (default): runs are created, claimed and finished at ``--rate`` runs/s (each tick of
+100 ms: cursor CAS + insert_many + the planner's ``run.ready`` message; claim_many; finish_many with two
+audit rows per run and the relay's mark_published), for ``--minutes``, with the engine's
+``RetentionSweeper`` running beside it (``--retention-s``, default 120 s, every ``--sweep-s``). Printed
+per minute: runs created, runs and audit rows deleted, rows in ``runs``, the database size (PostgreSQL:
+the relations of the schema, tables and indexes; SQLite: file + WAL − free pages), claim and finish
+latency (median and p99 of the per-batch transaction) and the claim median's ratio to minute 1's (the
+baseline: nothing is old enough to delete yet). Whether the load kept up is shown as achieved runs/s.
+
+``--section finish-index``: claim+finish batched (``bench/storage.py``'s scenario, --runs per round) on a
+table without, then with, ``CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT
+NULL``, alternating rounds in the same process; the ratio is with / without (median of the pairs).
+
+    python bench/retention.py [--backend sqlite|postgres] [--section soak|finish-index]
+                              [--minutes 10] [--rate 1000] [--retention-s 120] [--sweep-s 30] [--batch 1000]
+                              [--runs 20000] [--rounds 4] [--postgres URL] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import asyncpg
+from storage import (  # bench/storage.py: the same fixtures and scenarios
+    Cursors,
+    _succeeded,
+    claim_finish_batched,
+    create_automations,
+    create_batched,
+    postgres_schema,
+)
+
+from actwheel.actors.retention import RetentionSweeper
+from actwheel.clock import SystemClock
+from actwheel.storage import Store, open_store
+from actwheel.storage.records import NewAuditEntry
+
+DEFAULT_POSTGRES = "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel"
+TICK_S = 0.1
+LEASE_S = 30.0
+
+
+@dataclass
+class Minute:
+    minute: int
+    created: int = 0
+    deleted_runs: int = 0
+    deleted_audit: int = 0
+    rows: int = 0
+    size_mb: float = 0.0
+    claim_p50_ms: float = 0.0
+    claim_p99_ms: float = 0.0
+    finish_p50_ms: float = 0.0
+    claim_ratio: float = 1.0
+    achieved_per_s: float = 0.0
+    claims: list[float] = field(default_factory=list, repr=False)
+    finishes: list[float] = field(default_factory=list, repr=False)
+
+
+def _p(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+class Sizer:
+    """The database's size in MB, measured outside the store (a raw connection, or the file)."""
+
+    def __init__(self, backend: str, url: str) -> None:
+        self.backend, self.url = backend, url
+
+    async def size_and_rows(self) -> tuple[float, int]:
+        if self.backend == "postgres":
+            schema = self.url.rsplit("search_path=", 1)[-1]
+            conn = await asyncpg.connect(self.url.split("?")[0])
+            try:
+                size = await conn.fetchval(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", schema)
+                rows = await conn.fetchval(f'SELECT count(*) FROM "{schema}".runs')
+            finally:
+                await conn.close()
+            return float(size) / 1e6, int(rows)
+        import sqlite3
+
+        path = self.url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as conn:
+            pages, free, page = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                 for p in ("page_count", "freelist_count", "page_size"))
+            rows = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0  # noqa: ASYNC240 - a stat
+        return ((pages - free) * page + wal) / 1e6, int(rows)
+
+
+async def one_tick(store: Store, cursors: Cursors, per_tick: int, minute: Minute) -> None:
+    ids = await create_batched(store, cursors, per_tick, per_tick)
+    start = time.perf_counter()
+    async with store.transaction() as tx:
+        runs = await tx.runs.claim_many(ids, "bench-worker", LEASE_S)
+    minute.claims.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    async with store.transaction() as tx:
+        await tx.runs.finish_many([_succeeded(r) for r in runs])
+        await tx.audit.append_many([NewAuditEntry(event_id=f"{r.id}:{phase}", phase=phase, actor="bench",
+                                                  run_id=r.id, automation_id=r.automation_id)
+                                    for r in runs for phase in ("EXECUTE", "FINISH")])
+        taken = await tx.outbox.take_batch(500)
+        await tx.outbox.mark_published([m.id for m in taken])
+    minute.finishes.append(time.perf_counter() - start)
+    minute.created += len(ids)
+
+
+async def soak(backend: str, url: str, args: argparse.Namespace) -> list[Minute]:
+    store = open_store(url)
+    await store.start()
+    sizer = Sizer(backend, url)
+    sweeper = RetentionSweeper(store=store, clock=SystemClock(), instance="bench", retention_s=args.retention_s,
+                               interval_s=args.sweep_s, batch=args.batch, pause_s=0.05)
+    totals = {"runs": 0, "audit": 0}
+    original = sweeper.sweep
+
+    async def counted_sweep() -> object:
+        report = await original()
+        totals["runs"] += report.runs
+        totals["audit"] += report.audit
+        return report
+
+    sweeper.sweep = counted_sweep  # type: ignore[method-assign]
+    sweeping = asyncio.create_task(sweeper.run())
+    minutes: list[Minute] = []
+    try:
+        cursors = Cursors(await create_automations(store, max(100, args.rate)))
+        per_tick = max(1, round(args.rate * TICK_S))
+        for m in range(1, args.minutes + 1):
+            minute = Minute(m)
+            began = time.perf_counter()
+            deadline = began + 60
+            next_tick = began
+            while time.perf_counter() < deadline:
+                await one_tick(store, cursors, per_tick, minute)
+                next_tick += TICK_S
+                await asyncio.sleep(max(0.0, next_tick - time.perf_counter()))
+            minute.achieved_per_s = minute.created / (time.perf_counter() - began)
+            minute.size_mb, minute.rows = await sizer.size_and_rows()
+            minute.deleted_runs, minute.deleted_audit = totals["runs"], totals["audit"]
+            minute.claim_p50_ms, minute.claim_p99_ms = _p(minute.claims, 0.5), _p(minute.claims, 0.99)
+            minute.finish_p50_ms = _p(minute.finishes, 0.5)
+            minute.claim_ratio = minute.claim_p50_ms / minutes[0].claim_p50_ms if minutes else 1.0
+            minutes.append(minute)
+            print_minute(backend, minute)
+    finally:
+        sweeper.request_stop()
+        await sweeping
+        await store.stop()
+    return minutes
+
+
+def print_minute(backend: str, m: Minute) -> None:
+    print(f"{backend:8} min {m.minute:2}  created {m.created:7}  ({m.achieved_per_s:6.0f}/s)  "
+          f"deleted runs {m.deleted_runs:7} audit {m.deleted_audit:7}  rows {m.rows:7}  size {m.size_mb:7.1f} MB  "
+          f"claim p50 {m.claim_p50_ms:6.2f} ms p99 {m.claim_p99_ms:6.2f} ms (x{m.claim_ratio:.2f} of min 1)  "
+          f"finish p50 {m.finish_p50_ms:6.2f} ms", flush=True)
+
+
+# --- what an index on finished_at would cost the finish path ---------------------------------------------
+
+
+async def finish_index(backend: str, url: str, args: argparse.Namespace) -> dict[str, float]:
+    store = open_store(url)
+    await store.start()
+    try:
+        cursors = Cursors(await create_automations(store, 1000))
+        pairs: list[tuple[float, float]] = []
+        for i in range(args.rounds):
+            # ABBA: the table grows round by round, so neither variant always runs on the smaller one.
+            if i % 2:
+                with_index = await _with_index(backend, url, store, cursors, args)
+                without = await _claim_finish_rate(store, cursors, args)
+            else:
+                without = await _claim_finish_rate(store, cursors, args)
+                with_index = await _with_index(backend, url, store, cursors, args)
+            pairs.append((without, with_index))
+            print(f"{backend:8} claim+finish batched  without {without:8.0f} runs/s  with runs_finished "
+                  f"{with_index:8.0f} runs/s  (x{with_index / without:.3f})", flush=True)
+    finally:
+        await store.stop()
+    ratio = statistics.median(w / wo for wo, w in pairs)
+    print(f"{backend:8} with / without an index on finished_at: x{ratio:.3f} (median of {len(pairs)} pairs)")
+    return {"without_per_s": statistics.median(p[0] for p in pairs),
+            "with_per_s": statistics.median(p[1] for p in pairs), "ratio": ratio}
+
+
+async def _with_index(backend: str, url: str, store: Store, cursors: Cursors, args: argparse.Namespace) -> float:
+    await _raw(backend, url, "CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL")
+    try:
+        return await _claim_finish_rate(store, cursors, args)
+    finally:
+        await _raw(backend, url, "DROP INDEX runs_finished")
+
+
+async def _claim_finish_rate(store: Store, cursors: Cursors, args: argparse.Namespace) -> float:
+    ids = await create_batched(store, cursors, args.runs, args.batch)
+    start = time.perf_counter()
+    await claim_finish_batched(store, ids, args.batch)
+    return len(ids) / (time.perf_counter() - start)
+
+
+async def _raw(backend: str, url: str, sql: str) -> None:
+    if backend == "postgres":
+        conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": url.rsplit("=", 1)[-1]})
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+        return
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        conn.execute(sql)
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+
+
+async def main_async(args: argparse.Namespace) -> object:
+    work = soak if args.section == "soak" else finish_index
+    if args.backend == "postgres":
+        async with postgres_schema(args.postgres) as url:
+            return await work("postgres", url, args)
+    with tempfile.TemporaryDirectory() as folder:
+        return await work("sqlite", f"sqlite:///{folder}/retention.db", args)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="postgres")
+    parser.add_argument("--section", choices=("soak", "finish-index"), default="soak")
+    parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument("--rate", type=int, default=1000, help="runs per second")
+    parser.add_argument("--retention-s", type=float, default=120.0)
+    parser.add_argument("--sweep-s", type=float, default=30.0)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=20000, help="finish-index: runs per round")
+    parser.add_argument("--rounds", type=int, default=4, help="finish-index: pairs of rounds")
+    parser.add_argument("--postgres", default=DEFAULT_POSTGRES)
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(main_async(args))
+    if args.json:
+        out = [asdict(m) | {"claims": None, "finishes": None} for m in result] if isinstance(result, list) else result
+        print(json.dumps({"backend": args.backend, "section": args.section, "args": vars(args), "result": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
