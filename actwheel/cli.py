@@ -10,7 +10,7 @@ from importlib import import_module
 __all__ = ["build_parser", "main"]
 
 #: Subcommand modules under ``actwheel.commands``; each has ``register(subparsers)``.
-COMMANDS: tuple[str, ...] = ("run", "preview", "migrate", "actions", "users", "keys")
+COMMANDS: tuple[str, ...] = ("run", "preview", "migrate", "actions", "users", "keys", "mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:

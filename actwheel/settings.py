@@ -49,6 +49,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise InvalidInput(name, raw, "a number") from None
 
 
+def _csv(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
     if raw is None:
@@ -94,6 +98,10 @@ class Settings:
     #: through elicitation where the client declared it, else a confirmation token), ``elicit`` (elicitation
     #: only: refused where the client cannot ask), ``token`` (the token always), ``deny`` (never from MCP).
     mcp_run_now: str = "auto"
+    #: Host header values ``/mcp`` answers besides ``--http``'s own (``ACTWHEEL_MCP_ALLOWED_HOSTS``,
+    #: comma-separated ``host:port``, ``host:*`` for any port, or ``*`` to switch the check off): the names
+    #: clients reach this engine by through a proxy or DNS. Any other Host is a 421 (DNS rebinding).
+    mcp_allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -111,6 +119,7 @@ class Settings:
             "metrics_auth": _flag(env, "ACTWHEEL_METRICS_AUTH", False),
             "admin_key_file": env.get("ACTWHEEL_ADMIN_KEY_FILE") or None,
             "mcp_run_now": env.get("ACTWHEEL_MCP_RUN_NOW", "auto"),
+            "mcp_allowed_hosts": _csv(env.get("ACTWHEEL_MCP_ALLOWED_HOSTS", "")),
             "instance": instance_id(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -141,6 +150,10 @@ class Settings:
             raise InvalidInput("horizon_s", self.horizon_s, "at least 1 second")
         if self.mcp_run_now not in MCP_RUN_NOW_MODES:
             raise InvalidInput("ACTWHEEL_MCP_RUN_NOW", self.mcp_run_now, "one of " + ", ".join(MCP_RUN_NOW_MODES))
+        for host in self.mcp_allowed_hosts:
+            if host != "*" and (not host or any(c in host for c in "/ ") or host.startswith(("http:", "https:"))):
+                raise InvalidInput("ACTWHEEL_MCP_ALLOWED_HOSTS", host, "comma-separated Host header values such as "
+                                   "'actwheel.example.com', 'actwheel.example.com:8443' or 'actwheel.internal:*'")
         if not self.auth and not is_loopback(self.http_host):
             raise InvalidInput("--insecure-no-auth", self.http_host, "a loopback listener (127.0.0.1, ::1 or "
                                "localhost): without authentication anyone who can reach the port is the owner")

@@ -4,7 +4,9 @@ Routes (exact): ``POST/GET /v1/automations``, ``GET/PATCH/DELETE /v1/automations
 ``POST /v1/automations/{id}/enable|disable|run``, ``GET /v1/runs``, ``GET /v1/runs/{id}``
 (with its audit trail), ``POST /v1/actions``, ``GET /v1/actions/types``,
 ``POST /v1/triggers/preview``, ``GET /v1/stream`` (:mod:`actwheel.api.stream`), ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``, and the ontology and secrets routes of :mod:`actwheel.api.ontology`.
+``GET /readyz``, ``GET /metrics``, the ontology and secrets routes of :mod:`actwheel.api.ontology`, and
+``GET/POST/DELETE /mcp``: the MCP server over streamable HTTP (:mod:`actwheel.mcp.http`; its session
+manager serves only inside ``endpoint_of(app).running()``).
 
 Handlers only translate: request → :class:`~actwheel.service.Caller` (authenticated by
 :mod:`actwheel.api.guard` from the bearer key) + arguments → a use case of the
@@ -32,6 +34,7 @@ from actwheel.api.operations import automation_filters, operations_routes, run_f
 from actwheel.api.params import instant_param
 from actwheel.api.stream import stream_routes
 from actwheel.errors import ActwheelError, FieldError, InvalidInput
+from actwheel.mcp.http import MCP_METHODS, MCP_PATH, McpEndpoint
 from actwheel.messages import ActionRequested
 from actwheel.service import ControlPlane
 from actwheel.ui import LocalSessions, html_errors, ui_routes
@@ -46,6 +49,7 @@ def create_app(control: ControlPlane) -> Starlette:
     route without one fails here.
     """
     api = _Api(control)
+    mcp = McpEndpoint(control)
     routes = [
         ("GET", "/healthz", api.healthz), ("GET", "/readyz", api.readyz), ("GET", "/metrics", api.metrics),
         ("POST", "/v1/automations", api.create_automation),
@@ -64,6 +68,7 @@ def create_app(control: ControlPlane) -> Starlette:
         *ontology_routes(control),
         *operations_routes(control),
         *identity_routes(control),
+        *((method, MCP_PATH, mcp.handle) for method in MCP_METHODS),
         *stream_routes(control),
     ]
     insecure = not control.settings.auth
@@ -77,8 +82,10 @@ def create_app(control: ControlPlane) -> Starlette:
                                                        sessions=sessions)), methods=[method])
                        for method, path, handler in ui_routes(control)]
     middleware = [Middleware(InsecureMarker)] if insecure else []
-    return Starlette(routes=guarded_routes, middleware=middleware,
-                     exception_handlers={ActwheelError: handle_actwheel_error})
+    app = Starlette(routes=guarded_routes, middleware=middleware,
+                    exception_handlers={ActwheelError: handle_actwheel_error})
+    app.state.mcp = mcp
+    return app
 
 
 def _metrics_policy(control: ControlPlane) -> RoutePolicy | None:

@@ -132,6 +132,9 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("DELETE", "/v1/dead-letters/{id}"): RoutePolicy(("admin:write",), ownership="admin"),
     ("POST", "/v1/dead-letters/{id}/requeue"): RoutePolicy(("admin:write",), ownership="admin"),
     # --- MCP (actwheel.mcp.http): any valid key; each tool checks its own scopes, the double-scope rule too
+    ("GET", "/mcp"): RoutePolicy(),
+    ("POST", "/mcp"): RoutePolicy(),
+    ("DELETE", "/mcp"): RoutePolicy(),
     # --- the live stream and the dashboard (actwheel.ui): the session cookie, CSRF on every POST
     ("GET", "/v1/stream"): RoutePolicy(("run:read",), credential="either"),
     ("GET", "/"): UI_PUBLIC,  # a 303 to /ui/

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from contextlib import AsyncExitStack
 from typing import Any
 
 import uvicorn
@@ -14,6 +15,7 @@ from actwheel.api.app import create_app
 from actwheel.engine import Engine
 from actwheel.errors import ActwheelError
 from actwheel.logs import configure_logging
+from actwheel.mcp.http import endpoint_of
 from actwheel.redact import redact_url
 from actwheel.settings import ALL_ROLES, Settings, parse_http
 
@@ -60,11 +62,16 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine.control), host=settings.http_host, port=settings.http_port,
+    app = create_app(engine.control)
+    server = uvicorn.Server(uvicorn.Config(app, host=settings.http_host, port=settings.http_port,
                                            log_level="warning", lifespan="off", access_log=False))
     http: asyncio.Task[None] | None = None
+    mcp = AsyncExitStack()
     try:
         await engine.start()
+        # uvicorn runs with lifespan off, so nothing else starts the MCP session manager: /mcp would
+        # fail every request (it answers 503 until this point, and again once it is left).
+        await mcp.enter_async_context(endpoint_of(app).running())
         http = asyncio.create_task(server.serve(), name="http")
         print(f"actwheel {settings.instance} listening on http://{settings.http_host}:{settings.http_port} "
               f"(database {redact_url(settings.database_url)}, broker {redact_url(settings.broker_url)}, "
@@ -73,6 +80,7 @@ async def serve(settings: Settings) -> int:
     finally:
         await engine.control.stream.close()  # open live streams end now: they must not hold the server up
         server.should_exit = True  # the API stops taking requests first, then the actors drain
+        await mcp.aclose()  # open MCP sessions end (their SSE streams with them): they must not hold the server up
         if http is not None:
             await asyncio.wait([http], timeout=5)
         await engine.stop()
