@@ -118,8 +118,8 @@ def examples(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[st
 def channel_addresses(doc: dict[str, Any], exchange: str) -> set[str]:
     found = set()
     for channel in doc["channels"].values():
-        binding = resolve(doc, channel.get("bindings", {}).get("amqp", {}))
-        if binding.get("amqp", binding).get("exchange", {}).get("name") == exchange:
+        binding = resolve(doc, channel.get("bindings", {})).get("amqp", {})
+        if binding.get("exchange", {}).get("name") == exchange:
             found.add(channel["address"])
     return found
 
