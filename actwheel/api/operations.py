@@ -110,8 +110,10 @@ class _Operations:
         self._ops = control.operations
 
     async def stats(self, request: Request) -> Response:
-        window = parse_window(request.query_params.get("window"))
-        return json_response(await self._control.stats.stats(caller_of(request), window=window))
+        q = request.query_params
+        window = parse_window(q.get("window"))
+        attention = None if q.get("attention") is None else parse_window(q.get("attention"))
+        return json_response(await self._control.stats.stats(caller_of(request), window=window, attention=attention))
 
     async def system(self, request: Request) -> Response:
         return json_response(await self._control.stats.system(caller_of(request)))

@@ -8,9 +8,9 @@ cross-owner). ``system`` needs ``admin:read``.
 
 Bounded reads: every run count reads only the runs created since the window's start through the
 ``runs_created`` / ``runs_owner_created`` indexes (migration 0008), never all runs. The
-"needs attention" counts (UNKNOWN, DEAD, FAILED) are of runs created in the last
-:data:`ATTENTION_WINDOW` (or the window, if longer): an older UNKNOWN run is listed by
-``GET /v1/runs?status=UNKNOWN``.
+"needs attention" counts (UNKNOWN, DEAD, FAILED) are of runs created within ``attention`` (default: the
+window; ``?attention=24h``): a status has no index of its own — one would make every claim a non-HOT
+update (docs/storage.md) — so an older UNKNOWN run is found by ``GET /v1/runs?status=UNKNOWN``.
 
 The heartbeat (:meth:`StatsService.beat`) upserts this instance's row of ``instances`` (roles, actor
 states); the metrics actor calls it every sample (5 s), so an instance without the ``metrics`` role
@@ -35,7 +35,7 @@ from actwheel.storage.records import InstanceRecord, PartitionLease, Percentiles
 
 __all__ = ["ATTENTION_WINDOW", "MAX_WINDOW", "ClusterStats", "StatsService", "SystemReport", "parse_window"]
 
-#: How far back the "needs attention" counts look at least.
+#: A longer look back for the "needs attention" counts, as the dashboard's queue asks for it.
 ATTENTION_WINDOW = timedelta(hours=24)
 #: The longest stats window.
 MAX_WINDOW = timedelta(days=7)
@@ -108,17 +108,24 @@ class StatsService:
         self._bus_stats = bus_stats
         self._wheel_size = wheel_size
 
-    async def stats(self, caller: Caller, *, window: timedelta = timedelta(minutes=15)) -> ClusterStats:
-        """:raises PermissionDenied: no ``run:read``  :raises InvalidInput: a window over 7 days"""
+    async def stats(self, caller: Caller, *, window: timedelta = timedelta(minutes=15),
+                    attention: timedelta | None = None) -> ClusterStats:
+        """Counts and lateness over ``window``; the needs-attention counts over ``attention`` (default: the
+        window). Each reads the runs created in its span: the cost grows with the runs in it (a 15-minute
+        window of a busy cluster is a few thousand rows, a day can be a hundred thousand).
+
+        :raises PermissionDenied: no ``run:read``  :raises InvalidInput: a window over 7 days
+        """
         require(caller, "stats.read", ["run:read"])
-        if not timedelta(0) < window <= MAX_WINDOW:
-            raise InvalidInput("window", str(window), "from 1 s to 7 days")
+        for name, span in (("window", window), ("attention", attention or window)):
+            if not timedelta(0) < span <= MAX_WINDOW:
+                raise InvalidInput(name, str(span), "from 1 s to 7 days")
         cluster = caller.holds(ADMIN_READ) and caller.agent_id is None
         owner = None if cluster else caller.owner_id
         async with self._store.transaction() as tx:
             now = await tx.now()
             windowed = await tx.runs.window_stats(now - window, now=now, owner_id=owner)
-            attention_since = now - max(window, ATTENTION_WINDOW)
+            attention_since = now - max(window, attention or window)
             wide = (windowed if attention_since >= windowed.since
                     else await tx.runs.window_stats(attention_since, now=now, owner_id=owner))
             outbox = await _outbox(tx, now) if cluster else None

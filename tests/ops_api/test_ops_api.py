@@ -233,7 +233,7 @@ async def test_stats_count_and_rank_a_known_data_set(world: World) -> None:
     assert (mine["scope"], mine["owner_id"]) == ("owner", "alice")
     assert mine["by_status"] == {"PENDING": 10, "SKIPPED": 1, "UNKNOWN": 1}
     assert mine["skipped_by_reason"] == {"overlap": 1}
-    assert mine["attention"] == {"unknown": 1, "dead": 0, "failed": 0}
+    assert mine["attention"] == {"unknown": 1, "dead": 0, "failed": 0}  # within the window
     assert mine["outbox"] is None
     assert mine["dead_letters"] is None
     fire = mine["fire_lateness_s"]
