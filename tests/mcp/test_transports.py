@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -38,9 +39,10 @@ from actwheel.auth.bootstrap import ensure_admin
 from actwheel.bus import Delivery, MemoryBus, QueueSpec, Topology
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.mcp import READ_TOOLS, TOOL_NAMES
+from actwheel.mcp import READ_TOOLS, TOOL_NAMES, build_server, static_caller
 from actwheel.mcp.bridge import BridgeConfig, BridgeError
 from actwheel.mcp.http import allowed_hosts, endpoint_of
+from actwheel.service import Caller
 from actwheel.settings import Settings
 
 MODERN = "2026-07-28"
@@ -440,3 +442,48 @@ async def test_the_mcp_inspector_cli_lists_and_calls_the_tools(inspector: Path, 
     assert {t["name"] for t in listed["tools"]} == set(TOOL_NAMES)
     assert len(called["structuredContent"]["fires"]) == 2
     assert "Europe/Paris" in called["structuredContent"]["summary"]
+
+
+# --- docs/mcp.md ----------------------------------------------------------------------------------
+
+DOCS = REPO / "docs" / "mcp.md"
+_BEGIN = "<!-- tools: generated from tools/list by `python tests/mcp/test_transports.py`; do not edit by hand -->"
+_END = "<!-- /tools -->"
+
+
+def _hints(annotations: dict[str, Any]) -> str:
+    names = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
+             "openWorldHint": "reaches outside actwheel"}
+    return ", ".join(label for key, label in names.items() if annotations.get(key)) or "changes state"
+
+
+async def tool_reference() -> str:
+    """The generated part of docs/mcp.md: every tool's description, hints and schemas, as tools/list
+    shows them to a credential that may use every tool."""
+    engine = Engine(Settings(database_url="sqlite:///:memory:", instance="docs", auth=False))
+    server = build_server(engine.control, caller_of=static_caller(Caller(owner_id="local")))
+    async with Client(server) as client:
+        tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in (await client.list_tools()).tools]
+    parts = [_BEGIN]
+    for tool in tools:
+        description = inspect.cleandoc(tool["description"])
+        parts += [f"### `{tool['name']}`", description, f"*{_hints(tool.get('annotations', {}))}*",
+                  "Input:", f"```json\n{json.dumps(tool['inputSchema'], indent=2)}\n```",
+                  "<details><summary>Output schema</summary>",
+                  f"```json\n{json.dumps(tool.get('outputSchema', {}), indent=2)}\n```", "</details>"]
+    return "\n\n".join([*parts, _END])
+
+
+def _generated_part(text: str) -> str:
+    return text[text.index(_BEGIN):text.index(_END) + len(_END)]
+
+
+async def test_docs_mcp_md_lists_every_tool_with_its_schemas() -> None:
+    text = DOCS.read_text()
+    assert all(f"### `{name}`" in text for name in TOOL_NAMES)
+    assert _generated_part(text) == await tool_reference(), "regenerate: python tests/mcp/test_transports.py"
+
+
+if __name__ == "__main__":  # rewrite the generated part of docs/mcp.md
+    text = DOCS.read_text() if DOCS.exists() else f"{_BEGIN}\n{_END}\n"
+    DOCS.write_text(text.replace(_generated_part(text), asyncio.run(tool_reference())))
