@@ -24,6 +24,7 @@
     │   └── BusUnavailable               the broker cannot be reached
     ├── Unauthenticated                  no credential, or one that is malformed, unknown, revoked or expired
     ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
+    ├── Busy                             refused for now (at capacity, or the engine is stopping): retry (503)
     └── NotAvailable                     a feature that is not built yet; never a silent no-op
 
 :class:`Unsupported` is the client's fault (what was asked is refused for good), while
@@ -44,6 +45,7 @@ __all__ = [
     "ActwheelError",
     "BusError",
     "BusUnavailable",
+    "Busy",
     "Conflict",
     "DestinationRefused",
     "DuplicateActionType",
@@ -312,6 +314,19 @@ class PermissionDenied(ActwheelError):
         if reason:
             parts.append(reason)
         super().__init__("; ".join(parts))
+
+
+class Busy(ActwheelError):
+    """Refused for now, not for good: the instance is at a capacity limit or stopping; retry shortly.
+
+    :ivar what: what was refused
+    :ivar why: the limit or the state, in words
+    """
+
+    def __init__(self, what: str, why: str) -> None:
+        self.what = what
+        self.why = why
+        super().__init__(f"{what}: {why}")
 
 
 class NotAvailable(ActwheelError):

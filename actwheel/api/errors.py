@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from actwheel.errors import (
     ActwheelError,
+    Busy,
     Conflict,
     InvalidInput,
     NotAvailable,
@@ -25,7 +26,8 @@ __all__ = ["error_response", "json_response"]
 
 #: HTTP status by error class; subclasses answer like their parents.
 _STATUS: tuple[tuple[type[ActwheelError], int], ...] = (
-    (NotFound, 404), (Conflict, 409), (PermissionDenied, 403), (NotAvailable, 501), (StorageUnavailable, 503))
+    (NotFound, 404), (Conflict, 409), (PermissionDenied, 403), (NotAvailable, 501), (StorageUnavailable, 503),
+    (Busy, 503))
 
 
 def _default(value: Any) -> Any:

@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actwheel.errors import InvalidMessage, NotAvailable, NotFound
+from actwheel.errors import Busy, InvalidMessage, NotAvailable, NotFound
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, RunsTransitioned, StepProgressed, message_from_data
 from actwheel.service.caller import Caller
 from actwheel.storage.base import Store
 
-__all__ = ["MAX_CLIENTS", "StreamClient", "StreamEvent", "StreamFull", "StreamHub"]
+__all__ = ["MAX_CLIENTS", "StreamClient", "StreamEvent", "StreamHub"]
 
 _log = get_logger("actwheel.stream")
 
@@ -37,13 +37,6 @@ MAX_CLIENTS = 100
 #: Events buffered per client before it is told to resync.
 CLIENT_BUFFER = 256
 _OWNERS_MAX = 50_000
-
-
-class StreamFull(NotAvailable):
-    """This instance serves :data:`MAX_CLIENTS` streams already."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__("stream", f"this instance serves its maximum of {limit} live streams; retry shortly")
 
 
 class _Cancellable(Protocol):
@@ -123,13 +116,16 @@ class StreamHub:
     async def join(self, caller: Caller) -> StreamClient:
         """A new client of ``caller``'s events.
 
-        :raises StreamFull: the instance's cap is reached
-        :raises NotAvailable: the hub is closed (the engine is stopping) or has no bus
+        :raises Busy: the instance's cap is reached, or the hub is closed (the engine is stopping)
+        :raises NotAvailable: the engine has no bus to listen to
         """
-        if self.closed or self._subscribe is None:
-            raise NotAvailable("stream", "the engine is stopping" if self.closed else "no bus to listen to")
+        if self.closed:
+            raise Busy("stream", "the engine is stopping; reconnect to another instance or retry shortly")
+        if self._subscribe is None:
+            raise NotAvailable("stream", "no bus to listen to")
         if len(self._clients) >= self.max_clients:
-            raise StreamFull(self.max_clients)
+            raise Busy("stream", f"this instance serves its maximum of {self.max_clients} live streams; "
+                       "retry shortly")
         await self._ensure_subscribed()
         client = StreamClient(self, caller, self._buffer)
         self._clients.add(client)
