@@ -4,7 +4,8 @@ Routes (exact): ``POST/GET /v1/automations``, ``GET/PATCH/DELETE /v1/automations
 ``POST /v1/automations/{id}/enable|disable|run``, ``GET /v1/runs``, ``GET /v1/runs/{id}``
 (with its audit trail), ``POST /v1/actions``, ``GET /v1/actions/types``,
 ``POST /v1/triggers/preview``, ``GET /v1/stream`` (:mod:`actwheel.api.stream`), ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``, the ontology and secrets routes of :mod:`actwheel.api.ontology`, and
+``GET /readyz``, ``GET /metrics``, ``GET /openapi.json`` and ``GET /docs`` (:mod:`actwheel.api.openapi`), the
+ontology and secrets routes of :mod:`actwheel.api.ontology`, and
 ``GET/POST/DELETE /mcp``: the MCP server over streamable HTTP (:mod:`actwheel.mcp.http`; its session
 manager serves only inside ``endpoint_of(app).running()``).
 
@@ -30,6 +31,7 @@ from actwheel.api.errors import handle_actwheel_error, json_response
 from actwheel.api.guard import RoutePolicy, caller_of, guarded
 from actwheel.api.identity import InsecureMarker, identity_routes
 from actwheel.api.ontology import ontology_routes
+from actwheel.api.openapi import openapi_routes
 from actwheel.api.operations import automation_filters, operations_routes, run_filters, runs_page
 from actwheel.api.params import instant_param
 from actwheel.api.stream import stream_routes
@@ -52,6 +54,7 @@ def create_app(control: ControlPlane) -> Starlette:
     mcp = McpEndpoint(control)
     routes = [
         ("GET", "/healthz", api.healthz), ("GET", "/readyz", api.readyz), ("GET", "/metrics", api.metrics),
+        *openapi_routes(),
         ("POST", "/v1/automations", api.create_automation),
         ("GET", "/v1/automations", api.list_automations),
         ("GET", "/v1/automations/{id}", api.get_automation),

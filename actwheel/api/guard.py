@@ -88,6 +88,8 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,  # or metrics:read, by ACTWHEEL_METRICS_AUTH (see create_app)
+    ("GET", "/openapi.json"): PUBLIC,  # the REST API's OpenAPI document (actwheel.api.openapi)
+    ("GET", "/docs"): PUBLIC,  # the same document as a page
     ("GET", "/v1/whoami"): RoutePolicy(ownership="self"),
     ("POST", "/v1/automations"): RoutePolicy(("automation:write",)),
     ("GET", "/v1/automations"): RoutePolicy(("automation:read",)),
