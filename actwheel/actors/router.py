@@ -97,7 +97,12 @@ class ExecutorRouter(ConsumerActor):
         self._concurrency = concurrency
         self._prefix = queue_prefix
         self._in_flight: dict[str, tuple[Run, asyncio.Task[None]]] = {}
+        # Runs whose finish is submitted: a renewal refused now means the finish committed first (not a
+        # lost lease); if the lease really was lost, the fenced finish says so.
+        self._finishing: set[str] = set()
         self._finisher: GroupCommitter[_Finish, bool] = GroupCommitter(self._commit_finishes)
+        #: Renewals refused since start (each a run this instance stopped executing; benchmarks read it).
+        self.leases_lost = 0
 
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
@@ -191,14 +196,17 @@ class ExecutorRouter(ConsumerActor):
             _log.exception("run_execution_failed", run_id=run.id)  # the lease expires; recovery takes it
         finally:
             self._in_flight.pop(run.id, None)
+            self._finishing.discard(run.id)
             self._slots.release()
 
     async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
         status, reason, not_before = self._decide(run, outcome)
         masked = bounded_result(mask_secrets(outcome.result.as_dict()))
+        self._finishing.add(run.id)
         applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before, masked))
         if not applied:
             _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
+            self.leases_lost += 1
             return
         self._metrics.runs.labels(status.value).inc()
 
@@ -245,9 +253,12 @@ class ExecutorRouter(ConsumerActor):
             lost = [run for run in runs
                     if not await tx.runs.renew(run.id, self._instance, run.lease_epoch, self._lease_s)]
         for run in lost:
+            if run.id in self._finishing or run.id not in self._in_flight:
+                continue  # finished meanwhile (a fenced finish is counted where it is refused)
             # Fenced out: recovery may have handed the run to another worker. Stop executing it here;
             # its finish would be refused anyway.
             _log.warning("lease_lost", run_id=run.id)
+            self.leases_lost += 1
             entry = self._in_flight.get(run.id)
             if entry is not None:
                 entry[1].cancel()
