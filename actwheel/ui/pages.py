@@ -1,39 +1,43 @@
 """The dashboard's pages: each one reads the query string, calls the control plane, renders a template.
 
 Every form works without JavaScript (POST → 303 → GET); htmx only re-fetches fragments when the live
-stream says something changed. A panel whose service function does not exist yet says "not available
-yet", and its action raises :class:`~actwheel.errors.NotAvailable` — never a silent no-op.
+stream says something changed. Filters are the service's, in SQL (:mod:`actwheel.ui.filters`); a bulk
+change is one call of :class:`~actwheel.service.operations.OperationsService` with its dry run first.
+Cluster-wide panels need ``admin:read`` and say so to anyone else; nothing here is a silent no-op.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote_plus
 
-from starlette.datastructures import FormData, QueryParams
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
 from actwheel.api.errors import error_response
 from actwheel.api.guard import SESSION_COOKIE, Handler, caller_of
-from actwheel.errors import ActwheelError, Conflict, InvalidInput, NotAvailable, Unauthenticated
-from actwheel.service import ControlPlane
-from actwheel.storage.records import Automation, AutomationStatus, Run, RunStatus
+from actwheel.errors import ActwheelError, Conflict, InvalidInput, NotAvailable, NotFound, Unauthenticated
+from actwheel.service import Caller, ControlPlane
+from actwheel.service.authorize import ADMIN_READ
+from actwheel.service.runs import run_cursor
+from actwheel.storage.records import AutomationHistoryEntry, AutomationStatus, Origin, Run, RunStatus
 from actwheel.triggers import parse
+from actwheel.ui.filters import AutomationFilter, RunFilter
 from actwheel.ui.render import page, redirect, secure_headers, static_file
 
 __all__ = ["Pages", "html_errors", "ui_routes"]
 
 LOGIN_COOKIE = "aw_login"
-_LIST_LIMIT = 500
+_AUTOMATION_PAGE = 200
 _RUN_PAGE = 50
+_HISTORY_PAGE = 50
+_NAMED = 20
 _ATTENTION = (RunStatus.UNKNOWN, RunStatus.DEAD, RunStatus.FAILED)
+_OUTCOMES = ("happened", "did_not_happen")
 _SECRET_WORDS = ("secret", "token", "password", "authorization", "api_key", "apikey", "signing_key")
 
 
@@ -56,79 +60,6 @@ def ui_routes(control: ControlPlane) -> list[tuple[str, str, Handler]]:
         ("GET", "/ui/attention", p.attention), ("POST", "/ui/dead-letters/{id}", p.dead_letter),
         ("GET", "/ui/system", p.system),
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class AutomationFilter:
-    status: str = ""
-    enabled: str = ""
-    action_type: str = ""
-    label: str = ""
-    name: str = ""
-
-    @classmethod
-    def of(cls, q: QueryParams | FormData) -> AutomationFilter:
-        return cls(**{f: str(q.get(f) or "").strip() for f in ("status", "enabled", "action_type", "label", "name")})
-
-    def matches(self, a: Automation) -> bool:
-        if self.enabled and (a.enabled != (self.enabled == "yes")):
-            return False
-        if self.action_type and a.action_type != self.action_type:
-            return False
-        if self.name and self.name.lower() not in a.name.lower():
-            return False
-        return not self.label or _has_label(a, self.label)
-
-    def query(self) -> str:
-        return urlencode({f: getattr(self, f) for f in ("status", "enabled", "action_type", "label", "name")
-                          if getattr(self, f)})
-
-
-def _has_label(a: Automation, label: str) -> bool:
-    key, sep, value = label.partition("=")
-    if not sep:
-        return key in a.labels
-    return str(a.labels.get(key.strip())) == value.strip()
-
-
-@dataclass(frozen=True, slots=True)
-class RunFilter:
-    statuses: tuple[str, ...] = ()
-    automation_id: str = ""
-    action_type: str = ""
-    origin: str = ""
-    since: str = ""
-    until: str = ""
-
-    @classmethod
-    def of(cls, q: QueryParams | FormData) -> RunFilter:
-        statuses = tuple(s for s in (str(v) for v in q.getlist("status")) if s in RunStatus.__members__)
-        return cls(statuses, *(str(q.get(f) or "").strip() for f in ("automation_id", "action_type", "origin",
-                                                                       "since", "until")))
-
-    def matches(self, run: Run) -> bool:
-        if self.statuses and run.status.value not in self.statuses:
-            return False
-        if self.action_type and run.action_type != self.action_type:
-            return False
-        if self.origin and run.origin.value != self.origin:
-            return False
-        created = run.created_at.isoformat()
-        return (not self.since or created >= _instant_text(self.since)) and (
-            not self.until or created < _instant_text(self.until))
-
-    def query(self) -> str:
-        pairs = [("status", s) for s in self.statuses]
-        pairs += [(f, getattr(self, f)) for f in ("automation_id", "action_type", "origin", "since", "until")
-                  if getattr(self, f)]
-        return urlencode(pairs)
-
-
-def _instant_text(value: str) -> str:
-    try:
-        return datetime.fromisoformat(value).isoformat()
-    except ValueError:
-        raise InvalidInput("since/until", value, "an ISO-8601 instant, e.g. 2031-03-04T05:06+00:00") from None
 
 
 def masked(value: Any) -> Any:
@@ -212,72 +143,87 @@ class Pages:
     # --- overview, system ----------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
+        """Run numbers from the database over the stats service's default window (a day is slow at a
+        million runs), cluster-wide for ``admin:read``, else the caller's own."""
         caller = caller_of(request)
-        recent = await self._c.runs.query(caller, limit=_LIST_LIMIT)
-        counts = Counter(r.status.value for r in recent)
-        skipped = Counter(r.reason or "—" for r in recent if r.status is RunStatus.SKIPPED)
-        attention = {s.value: counts.get(s.value, 0) for s in _ATTENTION}
-        return page(request, "overview.html", counts=sorted(counts.items()), skipped=sorted(skipped.items()),
-                    attention=attention, sampled=len(recent), actors=self._c.status.actor_states(),
-                    chart=_status_chart(counts))
+        stats = await self._c.stats.stats(caller)
+        cluster = stats.scope == "cluster"
+        instances = (await self._c.stats.system(caller)).instances if cluster else []
+        rates = [("last 5 min", stats.runs_per_minute["last_5m"]), ("last 60 min", stats.runs_per_minute["last_60m"])]
+        return page(request, "overview.html", stats=stats, cluster=cluster, instances=instances,
+                    actors=self._c.status.actor_states(), rate_chart=_bars(rates, "{:.1f}/min"),
+                    status_chart=_bars(list(stats.by_status.items()), "{:.0f}"),
+                    lateness=[("Fire (created − scheduled)", stats.fire_lateness_s),
+                              ("Start (started − scheduled)", stats.start_lateness_s)],
+                    window_min=round(stats.window_s / 60), owner_q="&owner=*" if cluster else "")
 
     async def system(self, request: Request) -> Response:
+        caller = caller_of(request)
+        report = await self._c.stats.system(caller) if _admin(caller) else None
         return page(request, "system.html", actors=self._c.status.actor_states(), settings=self._c.settings,
-                    streams=self._c.stream.clients, stream_cap=self._c.stream.max_clients)
+                    streams=self._c.stream.clients, stream_cap=self._c.stream.max_clients, report=report,
+                    local=report.this_instance if report else {}, ranges=_ranges, now=self._c.clock.now())
 
     # --- automations ---------------------------------------------------------------------
 
-    async def _filtered(self, request: Request, flt: AutomationFilter) -> list[Automation]:
-        status = AutomationStatus(flt.status) if flt.status in AutomationStatus.__members__ else None
-        found = await self._c.automations.query(caller_of(request), status=status, limit=_LIST_LIMIT)
-        return [a for a in found if flt.matches(a)]
-
     async def automations(self, request: Request) -> Response:
-        flt = AutomationFilter.of(request.query_params)
-        found = await self._filtered(request, flt)
-        types = sorted(d.type for d in self._c.actions.types(caller_of(request)))
-        now = self._c.clock.now()
-        rows = [(a, describe(a.trigger), a.next_run_at) for a in found]
-        return page(request, "automations.html", rows=rows, flt=flt, types=types, now=now,
-                    statuses=[s.value for s in AutomationStatus], notice=request.query_params.get("notice", ""))
+        caller, q = caller_of(request), request.query_params
+        flt = AutomationFilter.of(q)
+        after = str(q.get("after") or "") or None
+        found = await self._c.automations.query(caller, **flt.query_kwargs(), after_id=after,
+                                                limit=_AUTOMATION_PAGE + 1)
+        rows = [(a, describe(a.trigger), a.next_run_at) for a in found[:_AUTOMATION_PAGE]]
+        more = found[_AUTOMATION_PAGE - 1].id if len(found) > _AUTOMATION_PAGE else None
+        types = sorted(d.type for d in self._c.actions.types(caller))
+        return page(request, "automations.html", rows=rows, flt=flt, types=types, now=self._c.clock.now(),
+                    statuses=[s.value for s in AutomationStatus], notice=q.get("notice", ""), more=more,
+                    after=after)
 
     async def bulk(self, request: Request) -> Response:
-        """Bulk enable, disable or delete, by selection or by filter: the first POST shows the count
-        (dry run), the second, with ``confirm=yes``, does it."""
-        form = await request.form()
+        """Bulk enable, disable or delete, by selection or by filter, through
+        :meth:`OperationsService.bulk_automations`: the first POST is its dry run (the count, and every
+        refusal with its reason), the second, with ``confirm=yes``, does it."""
+        caller, form = caller_of(request), await request.form()
         op = str(form.get("op") or "")
-        if op not in ("enable", "disable", "delete"):
-            raise InvalidInput("op", op, "enable, disable or delete")
         flt = AutomationFilter.of(form)
-        selected = [str(v) for v in form.getlist("ids")]
-        targets = await self._filtered(request, flt)
-        if form.get("scope") != "filter":
-            targets = [a for a in targets if a.id in selected] if selected else []
-        if form.get("confirm") != "yes":
-            return page(request, "bulk_confirm.html", op=op, targets=targets, flt=flt,
-                        scope=form.get("scope") or "selection")
-        done = await self._apply(request, op, targets)
-        return redirect(f"/ui/automations?{flt.query()}&notice={op}d+{done}" if flt.query()
-                        else f"/ui/automations?notice={op}d+{done}")
+        scope = "filter" if form.get("scope") == "filter" else "selection"
+        ids = None if scope == "filter" else [str(v) for v in form.getlist("ids")]
+        confirm = form.get("confirm") == "yes"
+        result = await self._c.operations.bulk_automations(
+            caller, op, ids=ids, filter=flt.bulk_filter() if scope == "filter" else None, dry_run=not confirm,
+            note=_optional(form, "note"))
+        if not confirm:
+            names = {i: await self._name(caller, i) for i in result.ids[:_NAMED]}
+            return page(request, "bulk_confirm.html", op=op, result=result, names=names, flt=flt, scope=scope,
+                        refused=[i for i in result.items if i.status != "would_apply"])
+        notice = _notice(f"{op}d", result.count, sum(1 for i in result.items if i.status != "applied"),
+                         result.truncated)
+        return redirect(_with_query("/ui/automations", flt.query(), notice))
 
-    async def _apply(self, request: Request, op: str, targets: Iterable[Automation]) -> int:
-        caller, done = caller_of(request), 0
-        for a in targets:
-            if op == "delete":
-                await self._c.automations.delete(caller, a.id)
-            else:
-                await self._c.automations.set_enabled(caller, a.id, op == "enable")
-            done += 1
-        return done
+    async def _name(self, caller: Caller, automation_id: str) -> str:
+        try:
+            return (await self._c.automations.get(caller, automation_id)).name
+        except NotFound:
+            return "(gone)"
 
     async def automation(self, request: Request, *, status: int = 200, **extra: Any) -> Response:
         caller = caller_of(request)
         a = await self._c.automations.get(caller, request.path_params["id"])
         fires = self._c.triggers.preview(caller, a.trigger, count=10)
         runs = await self._c.runs.query(caller, automation_id=a.id, limit=30)
+        after = str(request.query_params.get("history_after") or "")
+        history = await self._history(caller, a.id, int(after) if after.isdigit() else None)
         extra.setdefault("draft", None)
         return page(request, "automation.html", status, a=a, described=describe(a.trigger), fires=fires,
-                    runs=runs, now=self._c.clock.now(), **extra)
+                    runs=runs, now=self._c.clock.now(), history=[_change(e) for e in history],
+                    history_more=history[-1].seq if len(history) == _HISTORY_PAGE else None, **extra)
+
+    async def _history(self, caller: Caller, automation_id: str, after: int | None) -> list[AutomationHistoryEntry]:
+        """Oldest first; a transient (``tr_``) automation has none, nor one stored before migration 0008."""
+        try:
+            return await self._c.history.history(caller, automation_id, after_seq=after, limit=_HISTORY_PAGE)
+        except NotFound:
+            return []
 
     async def edit(self, request: Request) -> Response:
         form = await request.form()
@@ -333,67 +279,164 @@ class Pages:
 
     # --- runs ----------------------------------------------------------------------------
 
-    async def _runs(self, request: Request) -> tuple[RunFilter, list[Run]]:
+    async def _runs(self, request: Request) -> tuple[RunFilter, list[Run], str | None]:
+        """One page of runs, newest first, filtered by the service in SQL; and the cursor of the next."""
         flt = RunFilter.of(request.query_params)
-        single = RunStatus(flt.statuses[0]) if len(flt.statuses) == 1 else None
-        found = await self._c.runs.query(caller_of(request), automation_id=flt.automation_id or None,
-                                         status=single, limit=_LIST_LIMIT)
-        return flt, [r for r in found if flt.matches(r)][:_RUN_PAGE]
+        before = str(request.query_params.get("before") or "") or None
+        found = await self._c.runs.query(caller_of(request), **flt.query_kwargs(), before=before,
+                                         limit=_RUN_PAGE + 1)
+        return flt, found[:_RUN_PAGE], run_cursor(found[_RUN_PAGE - 1]) if len(found) > _RUN_PAGE else None
 
     async def runs(self, request: Request) -> Response:
-        flt, found = await self._runs(request)
+        flt, found, older = await self._runs(request)
+        before = request.query_params.get("before", "")
+        rows_query = flt.query() + (f"&before={before}" if before else "")
         return page(request, "runs.html", flt=flt, runs=found, statuses=[s.value for s in RunStatus],
-                    origins=[o.value for o in type(found[0].origin)] if found else
-                    ["schedule", "manual", "event", "request", "retry"], now=self._c.clock.now())
+                    origins=[o.value for o in Origin], now=self._c.clock.now(), older=older, before=before,
+                    rows_query=rows_query.lstrip("&"), admin=_admin(caller_of(request)),
+                    notice=request.query_params.get("notice", ""))
 
     async def run_rows(self, request: Request) -> Response:
         """The runs table's body alone: what the live stream makes the page re-fetch."""
-        _, found = await self._runs(request)
+        _, found, _ = await self._runs(request)
         return page(request, "_run_rows.html", runs=found, now=self._c.clock.now())
 
-    async def run(self, request: Request) -> Response:
+    async def run(self, request: Request, *, status: int = 200, error: str = "") -> Response:
         found = await self._c.runs.get(caller_of(request), request.path_params["id"])
         run = found.run
         base = run.scheduled_for or run.created_at
         trail = [(e, (e.occurred_at - base).total_seconds()) for e in found.audit]
         steps = [e for e in found.audit if e.phase.startswith("step")]
         raw = masked({k: getattr(run, k) for k in run.__dataclass_fields__})
-        return page(request, "run.html", run=run, trail=trail, steps=steps, raw=raw,
-                    config=masked(run.action_config), context=masked(run.context), now=self._c.clock.now())
+        return page(request, "run.html", status, run=run, trail=trail, steps=steps, raw=raw, error=error,
+                    config=masked(run.action_config), context=masked(run.context), now=self._c.clock.now(),
+                    notice=request.query_params.get("notice", ""),
+                    retry_of=run.dedupe_key.removeprefix("retry:") if run.dedupe_key.startswith("retry:") else None)
 
     async def cancel(self, request: Request) -> Response:
-        raise NotAvailable("run.cancel", "canceling a single run lands with the run operations service")
+        form = await request.form()
+        run_id = request.path_params["id"]
+        try:
+            await self._c.operations.cancel_run(caller_of(request), run_id, note=_optional(form, "note"))
+        except (Conflict, InvalidInput) as exc:
+            return await self.run(request, status=error_response(exc).status_code, error=str(exc))
+        return redirect(f"/ui/runs/{run_id}?notice=canceled")
 
     async def bulk_cancel(self, request: Request) -> Response:
-        raise NotAvailable("runs.bulk_cancel", "bulk cancel lands with the run operations service")
+        """Cancel the waiting runs matching the runs filter: the first POST is the dry run's count, the
+        second (``confirm=yes``) cancels, each run as a single cancel would (audited, one event each)."""
+        caller, form = caller_of(request), await request.form()
+        flt = RunFilter.of(form)
+        confirm = form.get("confirm") == "yes"
+        result = await self._c.operations.bulk_cancel_runs(caller, filter=flt.cancel_filter(), dry_run=not confirm,
+                                                           note=_optional(form, "note"))
+        if not confirm:
+            return page(request, "cancel_confirm.html", result=result, flt=flt,
+                        statuses=flt.cancel_filter()["statuses"],
+                        refused=[i for i in result.items if i.status != "would_apply"])
+        notice = _notice("canceled", result.count, sum(1 for i in result.items if i.status != "applied"),
+                         result.truncated)
+        return redirect(_with_query("/ui/runs", flt.query(), notice))
 
     async def resolve(self, request: Request) -> Response:
-        raise NotAvailable("run.resolve", "resolving an UNKNOWN run lands with the run operations service")
+        """An operator's verdict on an UNKNOWN run; the note is required (the service refuses without one,
+        and the page shows why, keeping the run as it was)."""
+        form = await request.form()
+        run_id, outcome = request.path_params["id"], str(form.get("outcome") or "")
+        try:
+            resolved = await self._c.operations.resolve_run(caller_of(request), run_id, outcome,
+                                                             _optional(form, "note"))
+        except (Conflict, InvalidInput) as exc:
+            return await self.run(request, status=error_response(exc).status_code, error=str(exc))
+        return redirect(f"/ui/runs/{run_id}?notice=resolved+as+{resolved.status.value}")
 
     async def retry(self, request: Request) -> Response:
-        raise NotAvailable("run.retry", "retrying a run lands with the run operations service")
+        run_id = request.path_params["id"]
+        try:
+            inserted = await self._c.operations.retry_run(caller_of(request), run_id)
+        except Conflict as exc:
+            return await self.run(request, status=409, error=str(exc))
+        notice = "retry+created" if inserted.created else "already+retried:+this+is+its+retry"
+        return redirect(f"/ui/runs/{inserted.run.id}?notice={notice}")
 
     async def attention(self, request: Request) -> Response:
+        """UNKNOWN, DEAD and FAILED runs (every owner's for ``admin:read``) and, for admins, the dead letters."""
         caller = caller_of(request)
-        groups = {s.value: await self._c.runs.query(caller, status=s, limit=50) for s in _ATTENTION}
-        return page(request, "attention.html", groups=groups, now=self._c.clock.now())
+        admin = _admin(caller)
+        groups = {s.value: await self._c.runs.query(caller, status=s, limit=50, any_owner=admin) for s in _ATTENTION}
+        letters = await self._c.operations.dead_letters(caller, limit=100) if admin else None
+        return page(request, "attention.html", groups=groups, letters=letters, admin=admin,
+                    now=self._c.clock.now(), notice=request.query_params.get("notice", ""))
 
     async def dead_letter(self, request: Request) -> Response:
-        raise NotAvailable("dead_letters", "discarding or requeueing a dead letter lands with the operations service")
+        """Discard a dead letter, or requeue it (a run letter becomes a retry run, an outbox one is
+        published again); any other source is refused by the service with its reason."""
+        caller, form = caller_of(request), await request.form()
+        letter_id, op = request.path_params["id"], str(form.get("op") or "")
+        if op == "discard":
+            await self._c.operations.discard_dead_letter(caller, letter_id)
+            return redirect("/ui/attention?notice=dead+letter+discarded")
+        if op != "requeue":
+            raise InvalidInput("op", op, "discard or requeue")
+        requeued = await self._c.operations.requeue_dead_letter(caller, letter_id)
+        if requeued.run is not None:
+            return redirect(f"/ui/runs/{requeued.run.id}?notice=requeued+as+a+retry")
+        return redirect("/ui/attention?notice=dead+letter+requeued:+the+outbox+publishes+it+again")
+
+
+def _admin(caller: Caller) -> bool:
+    """Cluster-wide panels: ``admin:read`` and not an agent-bound key (the stats service's own rule)."""
+    return caller.holds(ADMIN_READ) and caller.agent_id is None
+
+
+def _optional(form: FormData, name: str) -> str | None:
+    value = str(form.get(name) or "").strip()
+    return value or None
+
+
+def _notice(done: str, count: int, refused: int, truncated: bool) -> str:
+    text = f"{done} {count}"
+    if refused:
+        text += f", {refused} refused"
+    if truncated:
+        text += " (the filter matched more than one call takes: repeat for the rest)"
+    return text
+
+
+def _with_query(path: str, query: str, notice: str) -> str:
+    return f"{path}?{query}&notice={quote_plus(notice)}" if query else f"{path}?notice={quote_plus(notice)}"
+
+
+def _change(entry: AutomationHistoryEntry) -> dict[str, Any]:
+    """One history entry as rows of field, before, after (masked like every snapshot)."""
+    before, after = masked(entry.before or {}), masked(entry.after or {})
+    fields = [k for k in (*before, *after) if k != "version"]
+    rows = [(k, before.get(k), after.get(k), k in before, k in after) for k in dict.fromkeys(fields)]
+    return {"entry": entry, "rows": rows, "version": (entry.after or entry.before or {}).get("version")}
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` → ``"0–2, 5, 7–8"``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
+
+
+def _bars(items: list[tuple[str, float]], fmt: str) -> list[dict[str, Any]]:
+    """Bars for an inline SVG chart (the table beside it holds the same numbers)."""
+    top = max((v for _, v in items), default=0) or 1
+    return [{"label": name, "value": fmt.format(v), "width": round(300 * v / top), "y": 24 * i,
+             "css": name.lower().replace(" ", "-")} for i, (name, v) in enumerate(items)]
 
 
 def _back(request: Request, default: str) -> str:
     """Where a per-row form returns to: its own ``back`` field if it is a dashboard path."""
     back = request.query_params.get("back", "")
     return back if back.startswith("/ui/") and "//" not in back else default
-
-
-def _status_chart(counts: Counter[str]) -> list[dict[str, Any]]:
-    """Bars for the inline SVG chart (the table beside it holds the same numbers)."""
-    top = max(counts.values(), default=0) or 1
-    return [{"status": s, "count": n, "width": round(300 * n / top), "y": 24 * i}
-            for i, (s, n) in enumerate(sorted(counts.items()))]
-
 
 
 def html_errors(endpoint: Handler) -> Handler:

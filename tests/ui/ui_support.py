@@ -18,8 +18,9 @@ from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.service import Caller
 from actwheel.settings import Settings
+from actwheel.storage.records import NewRun, Origin, Run, RunOutcome, RunStatus
 
-USER_SCOPES = ["action:request", "automation:*", "run:read", "key:read", "key:write", "secret:read"]
+USER_SCOPES = ["action:request", "automation:*", "run:read", "run:write", "key:read", "key:write", "secret:read"]
 EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?", "timezone": "Asia/Shanghai"}
 LOG = {"type": "simple.op", "config": {"op": "log", "message": "hi"}}
 
@@ -32,6 +33,25 @@ def csrf_in(html: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', html)
     assert found, "no CSRF field on the page"
     return found.group(1)
+
+
+async def run_in(engine: Engine, owner: str, status: RunStatus, *, automation_id: str | None = None,
+                 key: str = "k", origin: Origin = Origin.REQUEST) -> Run:
+    """A run of ``owner`` brought to ``status`` through the store the way the router would (claim, then
+    finish): how a test puts a run into UNKNOWN, DEAD or FAILED without executing anything."""
+    async with engine.store.transaction() as tx:
+        inserted = await tx.runs.insert(NewRun(
+            automation_id=automation_id, dedupe_key=key, owner_id=owner, action_type="simple.op",
+            action_config={"op": "log", "message": "hi"}, origin=origin, scheduled_for=await tx.now()))
+    if status is RunStatus.PENDING:
+        return inserted.run
+    async with engine.store.transaction() as tx:
+        claimed = await tx.runs.claim(inserted.run.id, "worker", 30)
+        assert claimed is not None
+        if status is not RunStatus.RUNNING:
+            assert await tx.runs.finish(RunOutcome(run_id=claimed.id, owner="worker", epoch=claimed.lease_epoch,
+                                                   status=status, reason="test"))
+        return await tx.runs.get(claimed.id)
 
 
 @dataclass
