@@ -1,6 +1,8 @@
 """The dashboard in a real browser (Playwright + the Debian chromium): sign in, filter, bulk disable by
-label with its dry-run count, run now with confirmation, keyboard-only navigation; axe-core finds no
-violation on any page; a full-page screenshot of each page goes to ``.artifacts/`` (git-ignored).
+label with its dry-run count, run now with confirmation, keyboard-only navigation, a run row arriving
+live through the stream, resolving an UNKNOWN run with a note, bulk cancel by filter with its dry-run
+count; axe-core finds no violation on any page (as a user and as the admin, confirmation pages
+included); a full-page screenshot of each page goes to ``.artifacts/`` (git-ignored).
 
 Skipped loudly without chromium on a dev machine; fails under ``CI``.
 """
@@ -17,9 +19,11 @@ from typing import Any
 
 import pytest
 import uvicorn
-from ui_support import UiWorld, automation_body, build_world
+from ui_support import UiWorld, automation_body, build_world, run_in
 
+from actwheel.actors.cdc import CdcEmitter
 from actwheel.api.app import create_app
+from actwheel.storage.records import NewDeadLetter, RunStatus
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
@@ -45,6 +49,7 @@ def _require_browser() -> Any:
 @pytest.fixture
 async def site(tmp_path: Path) -> AsyncIterator[tuple[UiWorld, str]]:
     world = await build_world(tmp_path)
+    await world.engine.bus.start()  # the live stream's queue lives on the (in-memory) bus
     server = uvicorn.Server(uvicorn.Config(create_app(world.engine.control), log_level="warning", lifespan="off"))
     sock = socket.create_server(("127.0.0.1", 0))
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -54,6 +59,7 @@ async def site(tmp_path: Path) -> AsyncIterator[tuple[UiWorld, str]]:
         await world.engine.control.stream.close()
         server.should_exit = True
         await asyncio.wait_for(task, 5)
+        await world.engine.bus.stop()
         await world.engine.store.stop()
 
 
@@ -92,19 +98,47 @@ async def test_every_page_has_no_axe_violation_and_is_screenshotted(
     alice = world.callers["alice"]
     automation = await world.engine.control.automations.create(alice, automation_body("nightly report",
                                                                                        labels={"team": "ops"}))
+    await world.engine.control.automations.set_enabled(alice, automation.id, False)
+    await world.engine.control.automations.set_enabled(alice, automation.id, True)
     run = await world.engine.control.automations.run_now(alice, automation.id)
+    unknown = await run_in(world.engine, "alice", RunStatus.UNKNOWN, key="u", automation_id=automation.id)
+    dead = await run_in(world.engine, "alice", RunStatus.DEAD, key="d", automation_id=automation.id)
+    await run_in(world.engine, "alice", RunStatus.SKIPPED, key="s", automation_id=automation.id)
+    async with world.engine.store.transaction() as tx:
+        await tx.dead_letters.add(NewDeadLetter(source="run", reason="compensation_failed", ref_id=dead.id))
+        await tx.dead_letters.add(NewDeadLetter(source="bus", reason="unroutable", ref_id="m1",
+                                                payload={"body": "<b>not html</b>"}))
+    await world.engine.control.stats.beat()
     page = browser_page
     ARTIFACTS.mkdir(exist_ok=True)
     await page.goto(f"{base}/ui/login")
     found = {"login": await axe_violations(page)}
     await page.screenshot(path=str(ARTIFACTS / "login.png"), full_page=True)
-    await sign_in(page, base, world.tokens["alice"])
-    pages = {"overview": "/ui/", "automations": "/ui/automations", "automation": f"/ui/automations/{automation.id}",
-             "runs": "/ui/runs", "run": f"/ui/runs/{run.id}", "attention": "/ui/attention", "system": "/ui/system"}
-    for name, path in pages.items():
-        await page.goto(base + path)
+
+    async def check(name: str, path: str | None = None) -> None:
+        if path is not None:
+            await page.goto(base + path)
         found[name] = await axe_violations(page)
         await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    await sign_in(page, base, world.tokens["alice"])
+    pages = {"overview": "/ui/", "automations": "/ui/automations", "automation": f"/ui/automations/{automation.id}",
+             "runs": "/ui/runs", "run": f"/ui/runs/{run.id}", "run-unknown": f"/ui/runs/{unknown.id}",
+             "run-dead": f"/ui/runs/{dead.id}", "attention": "/ui/attention", "system": "/ui/system"}
+    for name, path in pages.items():
+        await check(name, path)
+    await page.goto(f"{base}/ui/automations")
+    await page.select_option("select[name=scope]", "filter")
+    await page.click("#bulk button[type=submit]")
+    await check("bulk-confirm")
+    await page.goto(f"{base}/ui/runs")
+    await page.click("form.bulk button[type=submit]")
+    await check("cancel-confirm")
+    await page.click("text=Sign out")
+    await sign_in(page, base, world.tokens["admin"])
+    for name, path in {"admin-overview": "/ui/", "admin-runs": "/ui/runs?owner=*", "admin-attention": "/ui/attention",
+                       "admin-system": "/ui/system"}.items():
+        await check(name, path)
     assert {k: v for k, v in found.items() if v} == {}
     assert [e for e in page.console_errors if "Content Security Policy" in e] == []
 
@@ -155,3 +189,80 @@ async def test_run_now_with_confirmation_and_keyboard_only_navigation(
     await page.wait_for_url(f"{base}/ui/runs/*")
     runs = await world.engine.control.runs.query(alice, automation_id=automation.id)
     assert [r.status.value for r in runs] == ["PENDING"]
+
+
+async def test_a_run_created_while_the_runs_page_is_open_appears_through_the_stream_without_reload(
+        site: tuple[UiWorld, str], browser_page: Any) -> None:
+    world, base = site
+    alice = world.callers["alice"]
+    automation = await world.engine.control.automations.create(alice, automation_body("live"))
+    page = browser_page
+    await page.add_init_script("document.addEventListener('htmx:sseOpen', () => { window.sseOpen = true; });")
+    await sign_in(page, base, world.tokens["alice"])
+    await page.goto(f"{base}/ui/runs")
+    await page.wait_for_function("window.sseOpen === true")  # the stream is connected: the hub has our client
+    await page.evaluate("window.sameDocument = true")
+    assert await page.locator("#run-rows").inner_text() == "No run matches."
+    run = await world.engine.control.automations.run_now(alice, automation.id)
+    # a new PENDING run is announced to the router (run.ready), not to the stream: its first transition
+    # is; the service's cancel writes it to the outbox, and the relay publishes it, as in the engine
+    await world.engine.control.operations.cancel_run(alice, run.id, note="seen live")
+    relay = CdcEmitter(store=world.engine.store, bus=world.engine.bus, clock=world.engine.clock)
+    assert await relay.relay_until_empty() >= 2
+    row = page.locator(f'#run-rows tr:has(a[href="/ui/runs/{run.id}"])')
+    await row.wait_for()
+    assert "CANCELED" in await row.inner_text()
+    assert await page.evaluate("window.sameDocument") is True  # swapped in by htmx, not reloaded
+
+
+async def test_resolving_an_unknown_run_with_a_note_in_the_browser(
+        site: tuple[UiWorld, str], browser_page: Any) -> None:
+    world, base = site
+    run = await run_in(world.engine, "alice", RunStatus.UNKNOWN, key="u")
+    page = browser_page
+    await sign_in(page, base, world.tokens["alice"])
+    await page.goto(f"{base}/ui/runs/{run.id}")
+    await page.check("input[name=outcome][value=happened]")
+    assert await page.locator("#note").evaluate("e => e.validity.valueMissing") is True  # the note is required
+    await page.fill("#note", "the payment shows in the bank statement")
+    await page.click("form.resolve button[type=submit]")
+    await page.wait_for_url(f"{base}/ui/runs/{run.id}?notice=*")
+    assert "resolved as SUCCEEDED" in await page.locator("p.notice").inner_text()
+    assert "SUCCEEDED" in await page.locator("dl").first.inner_text()
+    assert "the payment shows in the bank statement" in await page.locator("ol.timeline").inner_text()
+    assert await page.locator("form.resolve").count() == 0
+    found = await world.engine.control.runs.get(world.callers["alice"], run.id)
+    assert (found.run.status, found.run.reason) == (RunStatus.SUCCEEDED, "resolved_manually")
+    resolutions = [e for e in found.audit if e.phase == "MANUAL_RESOLVE"]
+    assert [(e.actor, e.details["note"], e.details["outcome"]) for e in resolutions] == [
+        ("alice", "the payment shows in the bank statement", "happened")]
+
+
+async def test_bulk_cancel_by_filter_after_its_dry_run_count_in_the_browser(
+        site: tuple[UiWorld, str], browser_page: Any) -> None:
+    world, base = site
+    alice = world.callers["alice"]
+    nightly = await world.engine.control.automations.create(alice, automation_body("nightly"))
+    other = await world.engine.control.automations.create(alice, automation_body("other"))
+    waiting = [await run_in(world.engine, "alice", RunStatus.PENDING, key=f"n{i}", automation_id=nightly.id)
+               for i in range(3)]
+    done = await run_in(world.engine, "alice", RunStatus.SUCCEEDED, key="done", automation_id=nightly.id)
+    kept = await run_in(world.engine, "alice", RunStatus.PENDING, key="o", automation_id=other.id)
+    page = browser_page
+    await sign_in(page, base, world.tokens["alice"])
+    await page.goto(f"{base}/ui/runs")
+    await page.fill("input[name=automation_id]", nightly.id)
+    await page.click("form.filters button[type=submit]")
+    await page.wait_for_url(f"**/ui/runs?*automation_id={nightly.id}*")
+    assert await page.locator("#run-rows tr").count() == 4
+    await page.click("form.bulk button[type=submit]")
+    assert await page.locator("[data-count]").get_attribute("data-count") == "3"
+    statuses = {r.id: r.status for r in await world.engine.control.runs.query(alice)}
+    assert RunStatus.CANCELED not in statuses.values()  # the count wrote nothing
+    await page.fill("#cancel-note", "nightly is paused for the migration")
+    await page.click("text=Yes, cancel 3")
+    await page.wait_for_url("**/ui/runs?*notice=canceled*")
+    assert "canceled 3" in await page.locator("p.notice").inner_text()
+    after = {r.id: r.status for r in await world.engine.control.runs.query(alice)}
+    assert {after[r.id] for r in waiting} == {RunStatus.CANCELED}
+    assert (after[done.id], after[kept.id]) == (RunStatus.SUCCEEDED, RunStatus.PENDING)
