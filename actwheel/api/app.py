@@ -26,9 +26,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from actwheel.api.batch import batch_routes
 from actwheel.api.body import read_object
 from actwheel.api.errors import handle_actwheel_error, json_response
-from actwheel.api.guard import RoutePolicy, caller_of, guarded
+from actwheel.api.guard import Handler, RoutePolicy, caller_of, guarded
 from actwheel.api.identity import InsecureMarker, identity_routes
 from actwheel.api.ontology import ontology_routes
 from actwheel.api.openapi import openapi_routes
@@ -56,6 +57,7 @@ def create_app(control: ControlPlane) -> Starlette:
         ("GET", "/healthz", api.healthz), ("GET", "/readyz", api.readyz), ("GET", "/metrics", api.metrics),
         *openapi_routes(),
         ("POST", "/v1/automations", api.create_automation),
+        *batch_routes(control),
         ("GET", "/v1/automations", api.list_automations),
         ("GET", "/v1/automations/{id}", api.get_automation),
         ("PATCH", "/v1/automations/{id}", api.update_automation),
@@ -76,19 +78,39 @@ def create_app(control: ControlPlane) -> Starlette:
     ]
     insecure = not control.settings.auth
     sessions = LocalSessions(control.authenticator) if insecure else control.sessions
-    guarded_routes = [Route(path, guarded(method, path, handler, control.authenticator,
-                                          policy=_metrics_policy(control) if path == "/metrics" else None,
-                                          sessions=sessions),
-                            methods=[method])
-                      for method, path, handler in routes]
-    guarded_routes += [Route(path, html_errors(guarded(method, path, handler, control.authenticator,
-                                                       sessions=sessions)), methods=[method])
-                       for method, path, handler in ui_routes(control)]
+    endpoints = [(method, path, guarded(method, path, handler, control.authenticator,
+                                        policy=_metrics_policy(control) if path == "/metrics" else None,
+                                        sessions=sessions))
+                 for method, path, handler in routes]
+    endpoints += [(method, path, html_errors(guarded(method, path, handler, control.authenticator, sessions=sessions)))
+                  for method, path, handler in ui_routes(control)]
     middleware = [Middleware(InsecureMarker)] if insecure else []
-    app = Starlette(routes=guarded_routes, middleware=middleware,
+    app = Starlette(routes=_routes_by_path(endpoints), middleware=middleware,
                     exception_handlers={ActwheelError: handle_actwheel_error})
     app.state.mcp = mcp
     return app
+
+
+def _routes_by_path(endpoints: list[tuple[str, str, Handler]]) -> list[Route]:
+    """One :class:`Route` per path with every method of it, so a 405 names in ``Allow`` the methods of the
+    path asked for (RFC 9110 §15.5.6): a route per method answered with that one only. Literal paths come
+    first (``/v1/automations/bulk`` before ``/v1/automations/{id}``): Starlette answers a 405 from the
+    first route whose path matches, and a request goes to the most specific path that has its method."""
+    by_path: dict[str, dict[str, Handler]] = {}
+    for method, path, endpoint in endpoints:
+        methods = by_path.setdefault(path, {})
+        if method in methods:
+            raise ValueError(f"{method} {path} twice in the route table")
+        methods[method] = endpoint
+    ordered = sorted(by_path.items(), key=lambda item: item[0].count("{"))  # stable: the table's order otherwise
+    return [Route(path, _dispatch(methods), methods=list(methods)) for path, methods in ordered]
+
+
+def _dispatch(methods: dict[str, Handler]) -> Handler:
+    async def endpoint(request: Request) -> Response:
+        return await methods["GET" if request.method == "HEAD" else request.method](request)
+
+    return endpoint
 
 
 def _metrics_policy(control: ControlPlane) -> RoutePolicy | None:

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from actwheel import __version__
+from actwheel.actions.secrets import MASK
 from actwheel.api.guard import Handler
 from actwheel.storage.records import AutomationStatus, Origin, PrincipalKind, RunStatus
 
@@ -187,9 +188,9 @@ _SCHEMAS: dict[str, Schema] = {
     "SecretPut": {"type": "object", "required": ["name", "value"],
                   "properties": {"name": {"type": "string"}, "value": {"type": "string", "minLength": 1},
                                  "replace": {"type": "boolean"}}},
-    "Secret": _record({"name": {"type": "string"}, "value": {"const": "****"}, "version": {"type": "integer"},
+    "Secret": _record({"name": {"type": "string"}, "value": {"const": MASK}, "version": {"type": "integer"},
                        "reference": _OBJECT}),
-    "SecretName": _record({"name": {"type": "string"}, "value": {"const": "****"}}),
+    "SecretName": _record({"name": {"type": "string"}, "value": {"const": MASK}}),
     "WhoAmI": _record({"principal_id": {"type": "string"}, "kind": {"type": "string"}, "key_id": _NULLABLE_STRING,
                        "agent_id": _NULLABLE_STRING, "owner_id": {"type": "string"}, "scopes": _STRINGS,
                        "auth": {"enum": ["enabled", "disabled"]}}),
@@ -483,7 +484,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/v1/ontology/objects": {"get": _op(
             "ontology", "Objects", _ok(200, _list("OntologyObject")), scopes=["ontology:read"],
-            params=[_param("type", {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_.-]{0,99}$"}, "object type"),
+            params=[_param("type", {"type": "string", "pattern": "^([A-Za-z][A-Za-z0-9_.-]{0,99})?$"},
+                           "object type (empty: any)"),
                     _INCLUDE_DELETED, _LIMIT], operationId="listObjects")},
         "/v1/ontology/objects/{id}": {"parameters": [_ID], "get": _op(
             "ontology", "One object", _ok(200, "OntologyObject"), scopes=["ontology:read"], errors=(*_AUTH, 404),

@@ -141,7 +141,7 @@ class OperationsService:
         :raises Conflict: the run is not UNKNOWN (any more)
         """
         require(caller, "run.resolve", [RUN_WRITE])
-        if outcome not in _OUTCOMES:
+        if not isinstance(outcome, str) or outcome not in _OUTCOMES:  # a JSON object or list is unhashable
             raise InvalidInput("outcome", outcome, "'happened' (→ SUCCEEDED) or 'did_not_happen' (→ FAILED)")
         text = _note(note, required=True)
         async with self._store.transaction() as tx:
