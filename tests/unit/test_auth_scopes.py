@@ -23,6 +23,7 @@ def test_the_known_scopes_are_the_documented_ones() -> None:
         "automation:read",
         "automation:write",
         "run:read",
+        "run:write",
         "action:request",
         "ontology:read",
         "ontology:write",
@@ -44,7 +45,7 @@ def test_the_known_scopes_are_the_documented_ones() -> None:
 def test_a_noun_wildcard_means_every_scope_of_that_noun() -> None:
     assert Grant.of(["automation:*"]).expanded() == {"automation:read", "automation:write"}
     assert Grant.of(["ontology:*"]).expanded() == {"ontology:read", "ontology:write", "ontology:schema"}
-    assert scopes_of("run") == {"run:read"}
+    assert scopes_of("run") == {"run:read", "run:write"}
 
 
 def test_all_allows_every_known_scope_and_nothing_unknown() -> None:
@@ -153,7 +154,7 @@ def test_validate_scopes_accepts_known_scopes_and_noun_wildcards() -> None:
         ("run:read", "scopes", "run:read"),
         ({"run:read": True}, "scopes", {"run:read": True}),
         (None, "scopes", None),
-        (["run:read", "run:write"], "scopes[1]", "run:write"),
+        (["run:read", "run:delete"], "scopes[1]", "run:delete"),
         (["acme:*"], "scopes[0]", "acme:*"),
         (["automation"], "scopes[0]", "automation"),
         (["*"], "scopes[0]", "*"),
