@@ -14,10 +14,10 @@ The memory bus is in-process and trusted: a delivery from it needs no publisher 
 
 from __future__ import annotations
 
-from actwheel.auth.scopes import Grant
+from actwheel.auth.scopes import Grant, grant_of
 from actwheel.bus.base import Delivery
 from actwheel.errors import NotFound, PermissionDenied, Unauthenticated
-from actwheel.service.caller import Caller, grant_of
+from actwheel.service.caller import Caller
 from actwheel.storage.base import Store
 from actwheel.storage.records import Principal, PrincipalKind, PrincipalStatus
 

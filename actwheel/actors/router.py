@@ -28,7 +28,7 @@ from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.sleeping import sleep_or_wake
-from actwheel.auth.scopes import Grant
+from actwheel.auth.scopes import Grant, grant_of
 from actwheel.bus.base import Bus, Delivery
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
@@ -39,7 +39,6 @@ from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
 from actwheel.service import ActionService
-from actwheel.service.caller import grant_of
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
     NewAuditEntry,

@@ -18,6 +18,7 @@ in whoever requires it, and failing closed makes it show.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "KNOWN_SCOPES",
     "SCOPE_NOUNS",
     "Grant",
+    "grant_of",
     "scopes_of",
     "validate_scopes",
 ]
@@ -205,3 +207,18 @@ class Grant:
 
     def __repr__(self) -> str:
         return f"Grant({self.to_list()!r})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _grant(scopes: frozenset[str]) -> Grant:
+    return Grant.of(s for s in scopes if s == ALL or s in KNOWN_SCOPES or s.endswith(":*"))
+
+
+def grant_of(scopes: Iterable[str]) -> Grant:
+    """The grant of written scopes, leniently: unknown ones grant nothing (a message, a stored snapshot or
+    an older ceiling may carry anything), where :meth:`Grant.of` refuses them."""
+    written = frozenset(scopes)
+    try:
+        return _grant(written)
+    except ValueError:  # an unknown noun:* — drop what Grant refuses, keep the rest
+        return _grant(frozenset(s for s in written if s == ALL or s in KNOWN_SCOPES))

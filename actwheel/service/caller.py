@@ -8,12 +8,10 @@ automations, runs, secrets and keys these are — for an agent-bound key, the ag
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from actwheel.auth.scopes import ALL, KNOWN_SCOPES, Grant
+from actwheel.auth.scopes import ALL, Grant, grant_of
 from actwheel.run_context import owner_snapshot
 
 __all__ = ["Caller", "caller_snapshot", "grant_of"]
@@ -49,19 +47,6 @@ class Caller:
 
     def holds(self, scope: str) -> bool:
         return self.grant.allows(scope)
-
-
-@functools.lru_cache(maxsize=4096)
-def _grant(scopes: frozenset[str]) -> Grant:
-    return Grant.of(s for s in scopes if s == ALL or s in KNOWN_SCOPES or s.endswith(":*"))
-
-
-def grant_of(scopes: Iterable[str]) -> Grant:
-    """The grant of written scopes; unknown ones grant nothing (a message may carry anything)."""
-    try:
-        return _grant(frozenset(scopes))
-    except ValueError:  # an unknown noun:* — drop what Grant refuses, keep the rest
-        return _grant(frozenset(s for s in scopes if s == ALL or s in KNOWN_SCOPES))
 
 
 def caller_snapshot(caller: Caller) -> dict[str, Any]:
