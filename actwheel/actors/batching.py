@@ -4,7 +4,9 @@ Callers ``await committer.submit(item)``; a single flusher takes everything
 submitted so far (up to ``max_batch``), writes it with one call of ``flush``
 and resolves every caller's future with that batch's outcome. There is no
 timer: while one batch commits, the next one fills, so batches grow with load
-and a lone item is written at once.
+and a lone item is written at once. The flusher exists only while there is
+work: it ends when the queue is empty and the next submit starts another, so
+an idle committer holds no task (nothing to stop, nothing bound to a loop).
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ class GroupCommitter(Generic[T, R]):
     def __init__(self, flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]], *, max_batch: int = 500) -> None:
         self._flush = flush
         self._max_batch = max_batch
-        # ``None`` is the stop marker: everything queued before it is committed first.
-        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -37,40 +38,25 @@ class GroupCommitter(Generic[T, R]):
         """
         if self._closed:
             return (await self._flush([item]))[0]
-        self._ensure_flusher()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        await self._queue.put((item, future))
+        self._queue.put_nowait((item, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="group-commit")
         return await future
 
     async def close(self) -> None:
-        """Stop intake, let the batch in flight and everything queued commit, then stop. Idempotent."""
-        if self._closed:
-            return
+        """Stop intake, let the batch in flight and everything queued commit. Idempotent."""
         self._closed = True
         if self._task is not None and not self._task.done():
-            await self._queue.put(None)
             await self._task
         self._task = None
 
-    def _ensure_flusher(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="group-commit")
-
     async def _run(self) -> None:
-        while True:
-            first = await self._queue.get()
-            batch = [] if first is None else [first]
-            stopping = first is None
+        while not self._queue.empty():
+            batch = [self._queue.get_nowait()]
             while len(batch) < self._max_batch and not self._queue.empty():
-                queued = self._queue.get_nowait()
-                if queued is None:
-                    stopping = True
-                else:
-                    batch.append(queued)
-            if batch:
-                await self._commit(batch)
-            if stopping and self._queue.empty():
-                return
+                batch.append(self._queue.get_nowait())
+            await self._commit(batch)
 
     async def _commit(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from actwheel.api.batch import batch_routes
 from actwheel.api.body import read_object
 from actwheel.api.errors import handle_actwheel_error, json_response
 from actwheel.api.guard import Handler, RoutePolicy, caller_of, guarded
@@ -56,6 +57,7 @@ def create_app(control: ControlPlane) -> Starlette:
         ("GET", "/healthz", api.healthz), ("GET", "/readyz", api.readyz), ("GET", "/metrics", api.metrics),
         *openapi_routes(),
         ("POST", "/v1/automations", api.create_automation),
+        *batch_routes(control),
         ("GET", "/v1/automations", api.list_automations),
         ("GET", "/v1/automations/{id}", api.get_automation),
         ("PATCH", "/v1/automations/{id}", api.update_automation),

@@ -16,12 +16,14 @@ the MCP server or the dashboard — and checks it here, once, by the rules of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
+from actwheel.actors.batching import GroupCommitter
 from actwheel.clock import Clock
-from actwheel.errors import InvalidInput, NotFound
+from actwheel.errors import ActwheelError, FieldError, InvalidInput, NotFound, PermissionDenied
 from actwheel.events import EventFactory
 from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED, OWNER_KEY
 from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
@@ -42,10 +44,20 @@ from actwheel.storage.records import (
 )
 from actwheel.transient import TransientRegistry
 
-__all__ = ["READ", "WRITE", "AutomationService"]
+__all__ = ["MAX_BATCH", "READ", "WRITE", "AutomationService"]
 
 READ = "automation:read"
 WRITE = "automation:write"
+#: The most automations one ``create_many`` (``POST /v1/automations/batch``) stores.
+MAX_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Create:
+    """One validated, authorized create waiting for its transaction."""
+
+    caller: Caller
+    spec: AutomationSpec
 
 
 class AutomationService:
@@ -56,6 +68,10 @@ class AutomationService:
         self._parser = parser
         self._events = events
         self._transients = transients
+        # Concurrent single creates share one transaction (speed only: each is its own row, its own
+        # event and history entry, validated and authorized alone before it is queued).
+        self._creates: GroupCommitter[_Create, Automation | ActwheelError] = GroupCommitter(
+            self._commit_creates, max_batch=MAX_BATCH)
 
     @classmethod
     def build(cls, *, store: Store, registry: ActionRegistry, events: EventFactory, clock: Clock,
@@ -78,17 +94,79 @@ class AutomationService:
         self._require_change(caller, "automation.create", spec.action_type, spec.action_config, fires=spec.enabled)
         if not spec.durable:
             return self._transient_home().create(caller, spec)
+        result = await self._creates.submit(_Create(caller, spec))
+        if isinstance(result, ActwheelError):
+            raise result
+        return result
+
+    async def create_many(self, caller: Caller, payloads: Any) -> list[Automation]:
+        """Validate every item, then store them all in one transaction, or none.
+
+        Each item is a create payload, checked as :meth:`create` checks one (the double-scope rule
+        included), owned by the caller; ``durable: false`` is refused (a batch is stored).
+
+        :raises InvalidInput: ``items`` is not a list of 1 to :data:`MAX_BATCH`, or listing every bad
+            field of every item as ``items[i].<field>``; nothing is stored
+        :raises PermissionDenied: an item whose action needs a scope the caller lacks (the first one,
+            named ``items[i]``); nothing is stored
+        """
+        require(caller, "automation.create", [WRITE])
+        if not isinstance(payloads, list) or not 1 <= len(payloads) <= MAX_BATCH:
+            raise InvalidInput("items", payloads if not isinstance(payloads, list) else f"{len(payloads)} items",
+                               f"a list of 1 to {MAX_BATCH} automation payloads")
+        specs = self._parse_items(caller, payloads)
+        for i, spec in enumerate(specs):
+            try:
+                self._require_change(caller, "automation.create", spec.action_type, spec.action_config,
+                                     fires=spec.enabled)
+            except PermissionDenied as exc:
+                raise PermissionDenied(exc.subject, f"automation.create of items[{i}]", exc.missing) from None
+        return await self._write_creates([_Create(caller, spec) for spec in specs])
+
+    def _parse_items(self, caller: Caller, payloads: Sequence[Any]) -> list[AutomationSpec]:
+        specs: list[AutomationSpec] = []
+        errors: list[FieldError] = []
+        for i, payload in enumerate(payloads):
+            try:
+                spec = self._parser.parse(_as_agent(caller, payload))
+            except InvalidInput as exc:
+                errors.extend(FieldError(f"items[{i}].{e.field}", e.value, e.expected) for e in exc.errors)
+                continue
+            if not spec.durable:
+                errors.append(FieldError(f"items[{i}].durable", False, "true: a batch stores its automations"))
+            specs.append(spec)
+        if errors:
+            raise InvalidInput.collect(errors)
+        return specs
+
+    async def _commit_creates(self, batch: Sequence[_Create]) -> list[Automation | ActwheelError]:
+        """The group committer's flush: the batch in one transaction; if that fails, each create in its
+        own, so a failing one fails alone (with its own error) and the others are stored."""
+        try:
+            return list(await self._write_creates(batch))
+        except ActwheelError:
+            if len(batch) == 1:
+                raise
+        results: list[Automation | ActwheelError] = []
+        for item in batch:
+            try:
+                results.extend(await self._write_creates([item]))
+            except ActwheelError as exc:
+                results.append(exc)
+        return results
+
+    async def _write_creates(self, batch: Sequence[_Create]) -> list[Automation]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            automation = await tx.automations.create(NewAutomation(
-                owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec,
-                action_type=spec.action_type, action_config=spec.action_config,
-                policy=spec.policy.to_dict(), labels=spec.labels, enabled=spec.enabled,
-                next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at,
-                created_by=caller.who, created_by_key=caller.key_id))
-            await tx.outbox.append(self._events.automation_changed(automation, "created"))
-            await record_change(tx, caller, "created", after=automation)
-        return automation
+            created = [await tx.automations.create(_new_automation(item.caller, item.spec, now)) for item in batch]
+            await tx.outbox.append_many([self._events.automation_changed(a, "created") for a in created])
+            for item, automation in zip(batch, created, strict=True):
+                await record_change(tx, item.caller, "created", after=automation)
+        return created
+
+    async def close(self) -> None:
+        """Commit the creates queued, then write each later one alone (idempotent)."""
+        await self._creates.close()
 
     async def get(self, caller: Caller, automation_id: str) -> Automation:
         """:raises NotFound: no automation ``automation_id`` that the caller may see"""
@@ -275,6 +353,14 @@ class AutomationService:
         await tx.outbox.append_many(self._events.runs_canceled(
             deleted.canceled_run_ids, deleted.automation_ids[0] if len(deleted.automation_ids) == 1 else None,
             CANCELED_DELETED))
+
+
+def _new_automation(caller: Caller, spec: AutomationSpec, now: Any) -> NewAutomation:
+    return NewAutomation(
+        owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
+        action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels, enabled=spec.enabled,
+        next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at, created_by=caller.who,
+        created_by_key=caller.key_id)
 
 
 async def _changes(tx: Transaction, current: Automation, spec: AutomationSpec, *,
