@@ -59,3 +59,25 @@ async def test_literal_paths_still_win_and_templates_still_match(http: httpx.Asy
     assert bulk.status_code == 200
     assert bulk.json()["dry_run"] is True
     assert (await http.get("/v1/automations/bulk")).status_code == 404  # GET /v1/automations/{id}, id=bulk
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"name": "Order", "properties": {"sku": {"description": "a\u0000b"}}}, "properties.sku.description"),
+    ({"name": "Order", "required": ["ok", "n\u0000"]}, "required[1]"),
+    ({"name": "Order", "properties": {"k\u0000": {}}}, "properties"),
+])
+async def test_a_nul_character_in_a_body_is_422_naming_where(http: httpx.AsyncClient, body: dict[str, object],
+                                                             field: str) -> None:
+    """api/body.py: PostgreSQL's jsonb cannot hold U+0000, so POST /v1/ontology/types with one was a 500
+    (StorageError: UntranslatableCharacterError); refused where bodies are read, on every store."""
+    answer = await http.post("/v1/ontology/types", json=body)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["field"] == field
+    assert "\u0000" not in answer.text
+
+
+async def test_a_backslash_and_u0000_as_text_is_not_a_nul(http: httpx.AsyncClient) -> None:
+    answer = await http.post("/v1/ontology/types", json={"name": "Order", "properties": {
+        "sku": {"description": "\\u0000 is how JSON writes NUL"}}})
+    assert answer.status_code == 201
