@@ -429,6 +429,11 @@ def _paths() -> dict[str, dict[str, Any]]:
             errors=(*_AUTH, 404), operationId="automationHistory",
             params=[_param("after_seq", {"type": "integer", "minimum": 0}, "the seq of the last entry seen"),
                     _LIMIT])},
+        "/v1/automations/batch": {"post": _op(
+            automation, "Create up to 1,000 automations, all or none (bad items named items[i].<field>)",
+            _ok(201, _list("Automation"), "Created, in the order given"),
+            scopes=["automation:write", "each action's scopes"], errors=(*_AUTH, 501), body="AutomationBatch",
+            body_required=True, operationId="createAutomationBatch")},
         "/v1/automations/bulk": {"post": _op(
             automation, "Enable, disable or delete by ids or by filter", _ok(200, "BulkResult"),
             scopes=["automation:write"], body="BulkAutomations", body_required=True,
@@ -566,6 +571,9 @@ def _paths() -> dict[str, dict[str, Any]]:
 _SCHEMAS.update({
     "Readiness": _record({"ready": {"type": "boolean"}, "actors": {"type": "object",
                                                                   "additionalProperties": {"type": "string"}}}),
+    "AutomationBatch": {"type": "object", "additionalProperties": False, "required": ["items"],
+                        "properties": {"items": {"type": "array", "maxItems": 1000,
+                                                 "items": _ref("AutomationCreate")}}},
     "Ban": {"type": "object", "required": ["reason"],
             "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}}},
     "Scopes": {"type": "object", "required": ["scopes"], "properties": {"scopes": _STRINGS}},
