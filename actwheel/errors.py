@@ -17,7 +17,8 @@
     │   │   └── IntegrityViolation       a database constraint refused a write
     │   ├── NotFound (LookupError)       the record does not exist
     │   └── StorageUnavailable           the database cannot be reached or timed out
-    │       └── TransientStorageError    rolled back for a reason a re-run can cure (deadlock, ...)
+    │       ├── TransientStorageError    rolled back for a reason a re-run can cure (deadlock, ...)
+    │       └── StorageFull              the disk under the database is full: nothing new is written (HTTP 507)
     ├── BusError                         anything the bus port raises
     │   ├── Unroutable                   a published message matched no queue (mandatory)
     │   ├── PublishRefused               a target queue is full, or the broker nacked the message
@@ -62,6 +63,7 @@ __all__ = [
     "PublishRefused",
     "SecretKeyMissing",
     "StorageError",
+    "StorageFull",
     "StorageUnavailable",
     "TransientStorageError",
     "Unauthenticated",
@@ -240,6 +242,19 @@ class TransientStorageError(StorageUnavailable):
             raise ValueError(f"unknown transient cause {cause!r}")
         self.cause = cause
         super().__init__(f"transient {cause}, retry the transaction: {detail}")
+
+
+class StorageFull(StorageUnavailable):
+    """The disk under the database is full: the write was refused and rolled back, what was committed
+    before stays. Frees up when an operator makes room (HTTP 507, ``"code": "storage_full"``).
+
+    :ivar dialect: ``sqlite`` or ``postgres``
+    """
+
+    def __init__(self, dialect: str, detail: str) -> None:
+        self.dialect = dialect
+        super().__init__(f"storage full: the disk under the {dialect} database is full, nothing new can be "
+                         f"written until space is freed ({detail})")
 
 
 class BusError(ActwheelError):

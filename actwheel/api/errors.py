@@ -16,6 +16,7 @@ from actwheel.errors import (
     NotAvailable,
     NotFound,
     PermissionDenied,
+    StorageFull,
     StorageUnavailable,
     Unauthenticated,
     Unsupported,
@@ -26,8 +27,8 @@ __all__ = ["error_response", "json_response"]
 
 #: HTTP status by error class; subclasses answer like their parents.
 _STATUS: tuple[tuple[type[ActwheelError], int], ...] = (
-    (NotFound, 404), (Conflict, 409), (PermissionDenied, 403), (NotAvailable, 501), (StorageUnavailable, 503),
-    (Busy, 503))
+    (NotFound, 404), (Conflict, 409), (PermissionDenied, 403), (NotAvailable, 501), (StorageFull, 507),
+    (StorageUnavailable, 503), (Busy, 503))
 
 
 def _default(value: Any) -> Any:
@@ -54,6 +55,8 @@ def error_response(exc: ActwheelError) -> Response:
     if isinstance(exc, PermissionDenied):
         return _forbidden(exc)
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    if isinstance(exc, StorageFull):  # the operator's fix is on the machine: say so in a searchable code
+        return json_response({"error": {"type": "StorageFull", "code": "storage_full", "message": str(exc)}}, status)
     return json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
 
 

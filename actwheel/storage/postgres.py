@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from actwheel.errors import IntegrityViolation, StorageError, StorageUnavailable, TransientStorageError
+from actwheel.errors import IntegrityViolation, StorageError, StorageFull, StorageUnavailable, TransientStorageError
 from actwheel.redact import redact_url
 from actwheel.storage._codec import JsonText
 from actwheel.storage._repos import SqlTransaction
@@ -63,6 +63,8 @@ def _translate(exc: BaseException, *, at_commit: bool = False) -> Exception | No
         if isinstance(exc, kind_type):
             constraint = getattr(exc, "constraint_name", None) or "?"
             return IntegrityViolation(kind, constraint, str(exc))
+    if isinstance(exc, asyncpg.DiskFullError):
+        return StorageFull("postgres", str(exc))
     if isinstance(exc, asyncpg.DeadlockDetectedError):
         return TransientStorageError("deadlock", str(exc))
     if isinstance(exc, asyncpg.SerializationError):

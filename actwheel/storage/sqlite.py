@@ -22,7 +22,7 @@ import aiosqlite
 import orjson
 
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import IntegrityViolation, InvalidInput, StorageError, StorageUnavailable
+from actwheel.errors import IntegrityViolation, InvalidInput, StorageError, StorageFull, StorageUnavailable
 from actwheel.logs import get_logger
 from actwheel.storage import _codec as c
 from actwheel.storage._repos import SqlTransaction
@@ -80,6 +80,8 @@ def _mapped() -> Iterator[None]:
         kind = next((k for marker, k in _INTEGRITY_KINDS if marker in message), "unique")
         raise IntegrityViolation(kind, message.split(":")[-1].strip(), message) from None
     except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(exc):
+            raise StorageFull("sqlite", str(exc)) from exc
         if "locked" in str(exc) or "busy" in str(exc):
             raise StorageUnavailable(f"sqlite database is busy: {exc}") from exc
         raise StorageError(f"sqlite: {exc}") from exc

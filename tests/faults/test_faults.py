@@ -1,0 +1,74 @@
+"""The CI-cheap fault scenarios (issue 14): small versions of ``bench/chaos.py``'s, on throwaway
+PostgreSQL and RabbitMQ servers of their own (started once for this module, ~20 s), never the
+shared dev services (single-role SIGKILL churn is in bench/chaos.py; tests/engine kills a router-only
+process already). Marked ``restart`` so that they run after every other test, like
+tests/restarts. Budget: about 2 minutes for the module on a 2-CPU machine.
+
+Every scenario asserts the invariants of :mod:`scenarios` (one run or one recorded SKIPPED per
+instant, every run terminal, the STRONG effect once per run, nothing left in the outbox) plus its
+own promise (consumers back within 30 s, /readyz 503 while the database stalls, 507 on a full disk,
+no recovered run under clock skew).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from instances import Instances
+from scenarios import broker_restarts, clock_skew, disk_full, network_faults
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
+
+
+@pytest.fixture(scope="module")
+def services() -> Iterator[Instances]:
+    with Instances.create() as started:
+        yield started
+
+
+async def test_broker_killed_three_times_in_a_row_consumers_are_back_within_30_s_and_nothing_is_lost(
+        services: Instances, tmp_path: Path) -> None:
+    figures = await broker_restarts(services, tmp_path, rounds=3, automations=20, restore_within_s=30.0)
+    print(figures.as_dict())
+    figures.assert_invariants()
+    assert all(figures.details["alive"]), figures.details
+    assert figures.recovery_s < 30.0, figures.details
+
+
+async def test_a_stalled_database_makes_readyz_503_and_the_engine_recovers_without_duplicates(
+        services: Instances, tmp_path: Path) -> None:
+    figures = await network_faults(services, tmp_path, link="postgres", kind="stall", fault_s=5.0,
+                                   automations=20, window_s=10)
+    print(figures.as_dict())
+    figures.assert_invariants()
+    assert figures.details["readyz_503_during_fault"] == [True], figures.details
+
+
+async def test_database_and_broker_connections_reset_twice_lose_nothing(services: Instances, tmp_path: Path) -> None:
+    figures = await network_faults(services, tmp_path, link="both", kind="reset", fault_s=1.0,
+                                   automations=20, window_s=10, repeats=2)
+    print(figures.as_dict())
+    figures.assert_invariants()
+    assert all(stats["resets"] >= 2 for stats in figures.details["proxy"]), figures.details
+
+
+async def test_clocks_seconds_apart_fire_every_instant_once_and_take_no_live_lease(services: Instances) -> None:
+    figures = await clock_skew(services, skew_s=4.0, automations=20, window_s=6)
+    print(figures.as_dict())
+    figures.assert_invariants()
+    assert figures.details["recovered"] == 0, figures.details
+
+
+async def test_a_full_disk_under_sqlite_refuses_new_work_with_507_and_keeps_what_was_committed(
+        tmp_path: Path) -> None:
+    figures = await disk_full(tmp_path)
+    print(figures.as_dict())
+    assert figures.details["refused_status"] == 507, figures.details
+    error = figures.details["refused_body"]["error"]
+    assert error["code"] == "storage_full", error
+    assert "disk" in error["message"], error
+    assert figures.details["kept_readable"], figures.details
+    assert figures.details["kept_after"], figures.details
+    assert figures.details["alive"], figures.details
