@@ -66,6 +66,7 @@ from actwheel.service.stream import StreamHub
 from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
+from actwheel.storage.health import StoreWatch
 from actwheel.transient import TransientRegistry
 
 __all__ = ["Engine"]
@@ -102,6 +103,8 @@ class Engine:
         self.actors: dict[str, Actor] = self._build_actors()
         self.supervisor = Supervisor(list(self.actors.values()), clock=self.clock, grace_s=settings.grace_s,
                                      on_restart=lambda name: self.metrics.actor_restarts.labels(name).inc())
+        #: /readyz is 503 while the database does not answer (a stall, a partition), not only when an actor is down.
+        self.store_watch = StoreWatch(self.store)
         self._stack = AsyncExitStack()
         self.started = False
 
@@ -118,6 +121,8 @@ class Engine:
         async with AsyncExitStack() as stack:
             await self.store.start()
             stack.push_async_callback(_shielded(self.store.stop))
+            self.store_watch.start()
+            stack.push_async_callback(self.store_watch.stop)
             if self.settings.auth:
                 await ensure_admin(self.store, self.settings)
             else:
@@ -164,7 +169,7 @@ class Engine:
 
     @property
     def ready(self) -> bool:
-        return self.started and self.supervisor.is_ready
+        return self.started and self.supervisor.is_ready and self.store_watch.available
 
     def actor_states(self) -> dict[str, str]:
         return {name: actor.state.value for name, actor in self.actors.items()}
