@@ -234,7 +234,7 @@ class Engine:
 
     def _planner(self) -> Actor:
         return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
-                       metrics=self.metrics, queue_prefix=self._prefix)
+                       metrics=self.metrics, queue_prefix=self._prefix, backlog_limit=self.settings.plan_backlog)
 
     def _router(self) -> Actor:
         s = self.settings

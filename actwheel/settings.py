@@ -80,6 +80,9 @@ class Settings:
     grace_s: float = 10.0
     sweep_interval_s: float = 5.0
     stale_pending_s: float = 30.0
+    #: Backpressure (``ACTWHEEL_PLAN_BACKLOG``): the planner holds due announcements while this many runs
+    #: or more are PENDING or RUNNING, so execution is not starved by planning; 0 never holds (speed only).
+    plan_backlog: int = 5_000
     #: How long finished runs (with their audit rows), published outbox rows, dead letters and idempotency
     #: keys are kept (``ACTWHEEL_RETENTION_S``, 30 days): the recovery role's retention sweeper removes them
     #: afterwards. An ad hoc request's idempotency key is honoured for this long (docs/storage.md, "Retention").
@@ -112,6 +115,7 @@ class Settings:
             "broker_url": env.get("ACTWHEEL_BROKER_URL", "memory://"),
             "horizon_s": _float(env, "ACTWHEEL_HORIZON_S", 3600.0),
             "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
+            "plan_backlog": int(_float(env, "ACTWHEEL_PLAN_BACKLOG", 5_000)),
             "retention_s": _float(env, "ACTWHEEL_RETENTION_S", 30 * 86_400.0),
             "retention_sweep_s": _float(env, "ACTWHEEL_RETENTION_SWEEP_S", 300.0),
             "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),
@@ -144,6 +148,8 @@ class Settings:
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise InvalidInput(name, value, "a finite number of seconds > 0")
+        if not 0 <= self.plan_backlog <= 100_000:
+            raise InvalidInput("ACTWHEEL_PLAN_BACKLOG", self.plan_backlog, "0 (off) to 100000 runs")
         if not 0 < self.http_port < 65536:
             raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
         if not math.isfinite(self.horizon_s) or self.horizon_s < 1:

@@ -56,6 +56,8 @@ _log = get_logger("actwheel.planner")
 #: disabled), what went (deleted), or the manual run (run).
 CommandOutcome = Automation | tuple[Automation, list[str]] | Deleted | Run
 _CAS_ROUNDS = 5
+#: How often a held due announcement looks at the backlog again (and how long one count is reused).
+BACKLOG_POLL_S = 0.1
 AUTOMATION_WRITE = "automation:write"
 
 
@@ -69,8 +71,15 @@ class Planner(ConsumerActor):
     name = "planner"
 
     def __init__(self, *, bus: Bus, store: Store, service: AutomationService, events: EventFactory,
-                 clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16) -> None:
+                 clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16,
+                 backlog_limit: int = 0) -> None:
+        """``backlog_limit``: hold due announcements while this many runs (or more) are PENDING or
+        RUNNING (0: never hold); see :meth:`_within_backlog`."""
         super().__init__(bus)
+        self._backlog_limit = backlog_limit
+        self._backlog_seen: tuple[datetime, int] | None = None
+        #: Due announcements held by the backlog bound since start (metrics, benchmarks).
+        self.held = 0
         self._store = store
         self._service = service
         self._events = events
@@ -202,18 +211,58 @@ class Planner(ConsumerActor):
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, AutomationsDue):
                 raise InvalidMessage("type", delivery.envelope.type, AutomationsDue.TYPE)
-            await self.plan(message.items)
+            held = await self._within_backlog()
+            await self.plan(message.items, catch_up=held)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
 
-    async def plan(self, items: Sequence[DueItem]) -> int:
-        """Plan every item; returns how many runs were queued. Retries lost CAS rounds."""
+    async def _within_backlog(self) -> bool:
+        """Backpressure: while the PENDING/RUNNING backlog is at ``backlog_limit`` or more, hold this
+        announcement (un-acked: the bus's prefetch bounds how many wait) and look again every
+        :data:`BACKLOG_POLL_S`. Planning late changes nothing the policies do not already say: the held
+        instants are planned when the backlog drains, from the cursor, by the automation's overlap and
+        misfire rules (SKIPPED(overlap) while its run is still going, SKIPPED(misfire) beyond ``grace_s``),
+        and an announcement the cursor has passed meanwhile is dropped as stale. Speed only: with the
+        bound off, execution is starved by planning but nothing is wrong.
+
+        Returns whether it held: a held announcement is planned with ``catch_up`` (every instant due by
+        then, in one plan, so the misfire rule sees them together)."""
+        if self._backlog_limit <= 0:
+            return False
+        held = False
+        while not self.stopping.is_set() and await self._backlog() >= self._backlog_limit:
+            if not held:
+                self.held += 1
+                held = True
+            await sleep_or_wake(self._clock, BACKLOG_POLL_S, self.stopping)
+        return held
+
+    async def _backlog(self) -> int:
+        """The backlog, counted at most once per :data:`BACKLOG_POLL_S` (held announcements share it)."""
+        now = self._clock.now()
+        seen = self._backlog_seen
+        if seen is not None and (now - seen[0]).total_seconds() < BACKLOG_POLL_S:
+            return seen[1]
+        try:
+            async with self._store.transaction() as tx:
+                backlog = await tx.runs.count_backlog(self._backlog_limit)
+        except ActwheelError:  # cannot tell: plan (the bound is speed only)
+            _log.warning("backlog_unknown", exc_info=True)
+            return 0
+        self._backlog_seen = (self._clock.now(), backlog)
+        return backlog
+
+    async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False) -> int:
+        """Plan every item; returns how many runs were queued. Retries lost CAS rounds.
+
+        ``catch_up``: plan each automation up to the transaction's now, not only to its item's instant
+        (an announcement held by the backlog bound: the ones after it are stale by then)."""
         pending = latest_per_automation(items)
         queued = 0
         for _ in range(_CAS_ROUNDS):
             if not pending:
                 return queued
-            lost, fired = await self._plan_round(pending)
+            lost, fired = await self._plan_round(pending, catch_up)
             queued += fired
             pending = lost
         if pending:
@@ -221,10 +270,10 @@ class Planner(ConsumerActor):
             raise Retry(delay=0.5)
         return queued
 
-    async def _plan_round(self, items: list[DueItem]) -> tuple[list[DueItem], int]:
+    async def _plan_round(self, items: list[DueItem], catch_up: bool = False) -> tuple[list[DueItem], int]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            planned = await self._plans(tx, items, now)
+            planned = await self._plans(tx, items, now, catch_up)
             advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,
                                       expected_next_run_at=p.automation.next_run_at,
                                       new_next_run_at=p.plan.new_next_run_at) for p in planned]
@@ -237,10 +286,11 @@ class Planner(ConsumerActor):
         lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
-    async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime) -> list[_Planned]:
+    async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime,
+                     catch_up: bool = False) -> list[_Planned]:
         found = await tx.automations.get_many([i.automation_id for i in items])
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
-        due_for = {i.automation_id: i.scheduled_for for i in items}
+        due_for = {i.automation_id: max(i.scheduled_for, now) if catch_up else i.scheduled_for for i in items}
         live = [a for a in automations if plannable(a, due_for[a.id])]
         busy = await active_runs(tx, live)
         owners = await owner_activity(tx, {a.owner_id for a in live})

@@ -404,6 +404,18 @@ class SqlRuns(RunRepository):
         }
         return await self._sql.fetchrow("renew_lease", params) is not None
 
+    async def renew_many(self, leases: Sequence[tuple[str, int]], owner: str, lease_s: float) -> set[str]:
+        checked = sorted((codec.text_field("run_id", r), codec.version("epoch", e)) for r, e in leases)
+        rows = [{"run_id": run_id, "epoch": epoch} for run_id, epoch in checked]
+        if not rows:
+            return set()
+        params = {"owner": codec.text_field("owner", owner), "lease_s": codec.positive("lease_s", lease_s)}
+        return {r["id"] for r in await self._sql.fetch_rows("renew_leases", rows, params)}
+
+    async def count_backlog(self, limit: int) -> int:
+        row = await self._sql.fetchrow("count_backlog", {"limit": codec.limit(limit)})
+        return int(row["n"]) if row is not None else 0
+
     async def finish(self, outcome: RunOutcome) -> bool:
         return outcome.run_id in await self.finish_many([outcome])
 

@@ -330,6 +330,16 @@ class RunRepository(ABC):
         """Extend the lease to now + ``lease_s``; False unless ``owner`` and ``epoch`` still hold."""
 
     @abstractmethod
+    async def renew_many(self, leases: Sequence[tuple[str, int]], owner: str, lease_s: float) -> set[str]:
+        """:meth:`renew` for every ``(run id, epoch)`` in one statement; returns the run ids renewed
+        (a run missing from the answer is no longer ``owner``'s at that epoch)."""
+
+    @abstractmethod
+    async def count_backlog(self, limit: int) -> int:
+        """PENDING runs plus leased (RUNNING, COMPENSATING) ones, each part counted up to ``limit``
+        (so at most ``2 * limit``): a bound check whose cost does not grow with the backlog."""
+
+    @abstractmethod
     async def finish(self, outcome: RunOutcome) -> bool:
         """Apply ``outcome`` if its owner and epoch still hold the lease; False for a fenced-out zombie.
 

@@ -848,3 +848,19 @@ RETURNING name;
 
 -- name: release_job_lease
 DELETE FROM job_leases WHERE name = :name AND owner = :owner RETURNING name;
+
+-- === issue 15: speed (batched renewals, the planner's backlog bound) ===
+
+-- name: renew_leases
+-- One statement for every run in flight: a renewal round never waits behind per-run statements.
+UPDATE runs AS r SET lease_expires_at = now() + make_interval(secs => :lease_s::float8), updated_at = now()
+FROM json_to_recordset(:rows::json) AS f (run_id text, epoch bigint)
+WHERE r.id = f.run_id AND r.lease_owner = :owner AND r.lease_epoch = f.epoch
+  AND r.status IN ('RUNNING', 'COMPENSATING')
+RETURNING r.id;
+
+-- name: count_backlog
+-- PENDING and leased runs, each count stopped at :limit (read through runs_pending and runs_leased:
+-- the cost is bounded by the limit, not by the backlog).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING' LIMIT :limit) p)
+     + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit) l) AS n;

@@ -819,3 +819,20 @@ RETURNING name;
 
 -- name: release_job_lease
 DELETE FROM job_leases WHERE name = :name AND owner = :owner RETURNING name;
+
+-- === issue 15: speed (batched renewals, the planner's backlog bound) ===
+
+-- name: renew_leases
+-- One statement for every run in flight: a renewal round never waits behind per-run statements.
+UPDATE runs SET lease_expires_at = :now + CAST(:lease_s * 1000000 AS INTEGER), updated_at = :now
+FROM (SELECT json_extract(value, '$.run_id') AS id, json_extract(value, '$.epoch') AS epoch
+      FROM json_each(:rows)) AS f
+WHERE runs.id = f.id AND runs.lease_owner = :owner AND runs.lease_epoch = f.epoch
+  AND runs.status IN ('RUNNING', 'COMPENSATING')
+RETURNING runs.id;
+
+-- name: count_backlog
+-- PENDING and leased runs, each count stopped at :limit (read through runs_pending and runs_leased:
+-- the cost is bounded by the limit, not by the backlog).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING' LIMIT :limit))
+     + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit)) AS n;

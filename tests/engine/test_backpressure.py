@@ -1,0 +1,91 @@
+"""Backpressure (issue 15) on both stacks: the planner holds due announcements while the PENDING/RUNNING
+backlog is at its bound, and the instants it held are recorded by the automations' misfire and overlap
+rules once the backlog drains — they do not pile up as PENDING. No router runs here, so runs stay
+PENDING until the test finishes them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import UTC, timedelta
+
+from engine_harness import Stack
+
+from actwheel.actors.planner import Planner
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.service import Caller
+from actwheel.storage.records import RunOutcome, RunStatus
+
+ALICE = Caller("alice")
+LOG_ACTION = {"type": "simple.op", "config": {"op": "log", "message": "hi"}}
+NO_ROUTER = ("ticker", "planner", "cdc", "auditor")
+
+
+async def pass_time(stack: Stack, seconds: float) -> None:
+    """In half-second steps on the virtual clock (each instant announced in its own step)."""
+    if not isinstance(stack.clock, VirtualClock):
+        await asyncio.sleep(seconds)
+        return
+    while seconds > 0:
+        await stack.clock.advance_and_settle(min(0.5, seconds))
+        await asyncio.sleep(0.05)  # the database thread's work is not the loop's: let it land
+        seconds -= 0.5
+
+
+async def create_every_second(stack: Stack, engine: Engine, count: int) -> None:
+    start = (stack.clock.now() + timedelta(seconds=2)).astimezone(UTC).replace(microsecond=0).isoformat()
+    for i in range(count):
+        await engine.service.create(ALICE, {
+            "name": f"s{i}", "action": LOG_ACTION,
+            "trigger": {"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "SECONDS",
+                        "start_date_time": start},
+            "policy": {"overlap": "allow", "misfire": "fire_once", "grace_s": 1}})
+
+
+async def statuses(engine: Engine) -> Counter[str]:
+    async with engine.store.transaction() as tx:
+        runs = await tx.runs.query(owner_id="alice", limit=1000)
+    return Counter(f"{r.status.value}({r.reason})" if r.reason else r.status.value for r in runs)
+
+
+async def finish_pending(engine: Engine) -> None:
+    async with engine.store.transaction() as tx:
+        pending = [r.id for r in await tx.runs.query(owner_id="alice", limit=1000) if r.status is RunStatus.PENDING]
+        claimed = await tx.runs.claim_many(pending, "test", 30)
+        await tx.runs.finish_many([RunOutcome(run_id=r.id, owner="test", epoch=r.lease_epoch,
+                                              status=RunStatus.SUCCEEDED) for r in claimed])
+
+
+async def test_planning_is_held_at_the_bound_and_held_instants_follow_the_misfire_policy(stack: Stack) -> None:
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=3)
+    async with engine:
+        await create_every_second(stack, engine, 4)
+        await pass_time(stack, 4.5)  # a first announcement or two, until the backlog reaches the bound
+        at_bound = await statuses(engine)
+        assert at_bound["PENDING"] >= 3, at_bound
+        for _ in range(6):  # six more instants: each announcement is held
+            await pass_time(stack, 1.0)
+        planner = engine.actors["planner"]
+        assert isinstance(planner, Planner)
+        assert await statuses(engine) == at_bound
+        assert planner.held >= 1
+        await finish_pending(engine)
+        await pass_time(stack, 2.5)
+        after = await statuses(engine)
+    # each automation: the held instants planned late by fire_once (the latest fires, the others are
+    # recorded SKIPPED(misfire)), then the instants after the drain, on time
+    assert after["SUCCEEDED"] == at_bound["PENDING"]
+    assert after["SKIPPED(misfire)"] >= 4 * 4, after
+    assert after["PENDING"] <= 4 * 4, after
+
+
+async def test_without_the_bound_pending_runs_pile_up(stack: Stack) -> None:
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=0)
+    async with engine:
+        await create_every_second(stack, engine, 4)
+        await pass_time(stack, 2.5)
+        for _ in range(6):
+            await pass_time(stack, 1.0)
+        piled = await statuses(engine)
+    assert piled["PENDING"] >= 4 * 5, piled

@@ -1,0 +1,41 @@
+"""Issue 15's statements on both dialects: renewals of every run in flight in one statement, and the
+planner's bounded backlog count."""
+
+from __future__ import annotations
+
+from storage_harness import make_automation, make_run
+
+from actwheel.storage import Store
+from actwheel.storage.records import RunOutcome, RunStatus
+
+
+async def test_renew_many_renews_only_what_the_owner_holds_at_its_epoch(store: Store) -> None:
+    automation = await make_automation(store)
+    runs = [await make_run(store, automation, f"k{i}") for i in range(4)]
+    async with store.transaction() as tx:
+        mine = await tx.runs.claim_many([r.id for r in runs[:3]], "w1", 30)
+        theirs = await tx.runs.claim_many([runs[3].id], "w2", 30)
+    by_id = {r.id: r for r in mine}
+    leases = [(r.id, r.lease_epoch) for r in mine]
+    leases[1] = (leases[1][0], leases[1][1] + 1)  # a stale epoch
+    async with store.transaction() as tx:
+        renewed = await tx.runs.renew_many([*leases, (theirs[0].id, theirs[0].lease_epoch)], "w1", 60)
+        assert renewed == {mine[0].id, mine[2].id}
+        assert await tx.runs.renew_many([], "w1", 60) == set()
+        after = await tx.runs.get(mine[0].id)
+    assert after.lease_expires_at is not None
+    assert by_id[mine[0].id].lease_expires_at is not None
+    assert after.lease_expires_at > by_id[mine[0].id].lease_expires_at
+
+
+async def test_count_backlog_counts_pending_and_leased_runs_up_to_the_limit(store: Store) -> None:
+    automation = await make_automation(store)
+    runs = [await make_run(store, automation, f"k{i}") for i in range(7)]
+    async with store.transaction() as tx:
+        assert await tx.runs.count_backlog(100) == 7
+        claimed = await tx.runs.claim_many([r.id for r in runs[:3]], "w", 30)
+        assert await tx.runs.count_backlog(100) == 7
+        await tx.runs.finish_many([RunOutcome(run_id=claimed[0].id, owner="w", epoch=claimed[0].lease_epoch,
+                                              status=RunStatus.SUCCEEDED)])
+        assert await tx.runs.count_backlog(100) == 6
+        assert await tx.runs.count_backlog(2) == 4  # 2 of the 4 PENDING + 2 of the 2 RUNNING
