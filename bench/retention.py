@@ -68,6 +68,11 @@ class Minute:
     finish_p50_ms: float = 0.0
     claim_ratio: float = 1.0
     achieved_per_s: float = 0.0
+    #: PostgreSQL, per table (runs, audit, outbox): heap/index/toast MB, live and dead tuples, vacuums so far;
+    #: the runs indexes one by one. SQLite: file_mb is the file as the file system sees it (+ WAL).
+    tables: dict[str, dict[str, float]] = field(default_factory=dict)
+    indexes_mb: dict[str, float] = field(default_factory=dict)
+    file_mb: float = 0.0
     claims: list[float] = field(default_factory=list, repr=False)
     finishes: list[float] = field(default_factory=list, repr=False)
 
@@ -79,24 +84,57 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+#: The per-table settings migration 0011 sets; ``--autovacuum default`` resets them (the server's defaults).
+AUTOVACUUM_OPTIONS = ("autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold",
+                      "autovacuum_vacuum_insert_scale_factor", "autovacuum_vacuum_insert_threshold",
+                      "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
+                      "autovacuum_analyze_scale_factor")
+#: The tables the sweeper deletes from, whose size and dead tuples each minute prints.
+SWEPT = ("runs", "audit", "outbox")
+_TABLE_STATS = """
+SELECT c.relname AS name, pg_relation_size(c.oid) AS heap, pg_indexes_size(c.oid) AS indexes,
+       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) AS toast,
+       s.n_live_tup AS live, s.n_dead_tup AS dead, s.autovacuum_count + s.vacuum_count AS vacuums
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE n.nspname = $1 AND c.relname = ANY($2::text[])"""
+_INDEX_SIZES = """
+SELECT i.relname AS name, pg_relation_size(i.oid) AS size FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = $1 AND t.relname = 'runs' ORDER BY 1"""
+
+
 class Sizer:
     """The database's size in MB, measured outside the store (a raw connection, or the file)."""
 
     def __init__(self, backend: str, url: str) -> None:
         self.backend, self.url = backend, url
 
-    async def size_and_rows(self) -> tuple[float, int]:
+    async def measure(self, minute: Minute) -> None:
         if self.backend == "postgres":
-            schema = self.url.rsplit("search_path=", 1)[-1]
-            conn = await asyncpg.connect(self.url.split("?")[0])
-            try:
-                size = await conn.fetchval(
-                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", schema)
-                rows = await conn.fetchval(f'SELECT count(*) FROM "{schema}".runs')
-            finally:
-                await conn.close()
-            return float(size) / 1e6, int(rows)
+            await self._postgres(minute)
+        else:
+            self._sqlite(minute)
+
+    async def _postgres(self, minute: Minute) -> None:
+        schema = self.url.rsplit("search_path=", 1)[-1]
+        conn = await asyncpg.connect(self.url.split("?")[0])
+        try:
+            size = await conn.fetchval(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", schema)
+            rows = await conn.fetchval(f'SELECT count(*) FROM "{schema}".runs')
+            tables = await conn.fetch(_TABLE_STATS, schema, list(SWEPT))
+            indexes = await conn.fetch(_INDEX_SIZES, schema)
+        finally:
+            await conn.close()
+        minute.size_mb, minute.rows = float(size) / 1e6, int(rows)
+        minute.tables = {t["name"]: {"heap_mb": t["heap"] / 1e6, "index_mb": t["indexes"] / 1e6,
+                                     "toast_mb": t["toast"] / 1e6, "live": float(t["live"]),
+                                     "dead": float(t["dead"]), "vacuums": float(t["vacuums"])} for t in tables}
+        minute.indexes_mb = {i["name"]: i["size"] / 1e6 for i in indexes}
+
+    def _sqlite(self, minute: Minute) -> None:
         import sqlite3
 
         path = self.url.removeprefix("sqlite:///")
@@ -104,8 +142,10 @@ class Sizer:
             pages, free, page = (conn.execute(f"PRAGMA {p}").fetchone()[0]
                                  for p in ("page_count", "freelist_count", "page_size"))
             rows = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-        wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0  # noqa: ASYNC240 - a stat
-        return ((pages - free) * page + wal) / 1e6, int(rows)
+        wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0
+        minute.size_mb, minute.rows = ((pages - free) * page + wal) / 1e6, int(rows)
+        minute.file_mb = (os.path.getsize(path) + wal) / 1e6
+        minute.tables = {"file": {"pages": float(pages), "free_pages": float(free)}}
 
 
 async def one_tick(store: Store, cursors: Cursors, per_tick: int, minute: Minute) -> None:
@@ -129,6 +169,8 @@ async def one_tick(store: Store, cursors: Cursors, per_tick: int, minute: Minute
 async def soak(backend: str, url: str, args: argparse.Namespace) -> list[Minute]:
     store = open_store(url)
     await store.start()
+    if backend == "postgres" and args.autovacuum == "default":
+        await _raw(backend, url, ";".join(f"ALTER TABLE {t} RESET ({', '.join(AUTOVACUUM_OPTIONS)})" for t in SWEPT))
     sizer = Sizer(backend, url)
     sweeper = RetentionSweeper(store=store, clock=SystemClock(), instance="bench", retention_s=args.retention_s,
                                interval_s=args.sweep_s, batch=args.batch, pause_s=0.05)
@@ -157,7 +199,7 @@ async def soak(backend: str, url: str, args: argparse.Namespace) -> list[Minute]
                 next_tick += TICK_S
                 await asyncio.sleep(max(0.0, next_tick - time.perf_counter()))
             minute.achieved_per_s = minute.created / (time.perf_counter() - began)
-            minute.size_mb, minute.rows = await sizer.size_and_rows()
+            await sizer.measure(minute)
             minute.deleted_runs, minute.deleted_audit = totals["runs"], totals["audit"]
             minute.claim_p50_ms, minute.claim_p99_ms = _p(minute.claims, 0.5), _p(minute.claims, 0.99)
             minute.finish_p50_ms = _p(minute.finishes, 0.5)
@@ -176,6 +218,16 @@ def print_minute(backend: str, m: Minute) -> None:
           f"deleted runs {m.deleted_runs:7} audit {m.deleted_audit:7}  rows {m.rows:7}  size {m.size_mb:7.1f} MB  "
           f"claim p50 {m.claim_p50_ms:6.2f} ms p99 {m.claim_p99_ms:6.2f} ms (x{m.claim_ratio:.2f} of min 1)  "
           f"finish p50 {m.finish_p50_ms:6.2f} ms", flush=True)
+    if m.file_mb:
+        free = m.tables["file"]["free_pages"]
+        print(f"{'':8} file {m.file_mb:7.1f} MB (with WAL)  free pages {free:.0f}", flush=True)
+    for name, t in m.tables.items():
+        if name in SWEPT:
+            print(f"{'':8}   {name:7} heap {t['heap_mb']:7.1f} MB  indexes {t['index_mb']:7.1f} MB  toast "
+                  f"{t['toast_mb']:5.1f} MB  live {t['live']:8.0f}  dead {t['dead']:8.0f}  vacuums {t['vacuums']:.0f}",
+                  flush=True)
+    if m.indexes_mb:
+        print(f"{'':8}   runs indexes MB: " + "  ".join(f"{k} {v:.1f}" for k, v in m.indexes_mb.items()), flush=True)
 
 
 # --- what an index on finished_at would cost the finish path ---------------------------------------------
@@ -259,6 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=20000, help="finish-index: runs per round")
     parser.add_argument("--rounds", type=int, default=4, help="finish-index: pairs of rounds")
     parser.add_argument("--postgres", default=DEFAULT_POSTGRES)
+    parser.add_argument("--autovacuum", choices=("tuned", "default"), default="tuned",
+                        help="postgres: keep 0011's per-table autovacuum settings, or reset them to the server's")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 

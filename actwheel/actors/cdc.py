@@ -6,7 +6,11 @@ polling as a fallback. A crash between publish and mark republishes the
 batch: consumers dedupe by event id, so that is a duplicate, never a loss.
 A row the bus cannot route is moved to the dead-letter table (and counted)
 rather than blocking the relay forever. Every few seconds it reports the
-backlog; every hour it deletes rows published more than ``retention_s`` ago.
+backlog; every hour it deletes rows published more than ``retention_s`` ago, in bounded batches
+(``tx.retention.purge_outbox``, the sweeper's: at most ``purge_batch`` rows per transaction, in id
+order, stopping at the first row created after the cutoff), at most ``purge_batches`` of them
+between two relay rounds, so a purge of an hour of outbox never holds one long transaction nor
+stalls the relay (docs/storage.md, "Retention").
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ class CdcEmitter(Actor):
 
     def __init__(self, *, store: Store, bus: Bus, clock: Clock, batch: int = 500, poll_s: float = 1.0,
                  on_dead_letter: Callable[[str], None] | None = None, on_backlog: Callable[[int], None] | None = None,
-                 retention_s: float = 86_400.0) -> None:
+                 retention_s: float = 86_400.0, purge_batch: int = 1000, purge_batches: int = 10) -> None:
         super().__init__()
         self._store = store
         self._bus = bus
@@ -50,6 +54,10 @@ class CdcEmitter(Actor):
         self._retention = timedelta(seconds=retention_s)
         self._next_backlog: datetime | None = None
         self._next_purge: datetime | None = None
+        self._purge_batch = purge_batch
+        self._purge_batches = purge_batches
+        #: The purge under way: its cutoff, the id cursor and the rows removed so far (None: none under way).
+        self._purging: tuple[datetime, int, int] | None = None
         self.published = 0
 
     async def run(self) -> None:
@@ -66,21 +74,37 @@ class CdcEmitter(Actor):
         await self.relay_until_empty()
 
     async def _housekeeping(self) -> None:
-        """Report the backlog (every 5 s) and purge old published rows (hourly); never fatal."""
+        """Report the backlog (every 5 s) and purge old published rows (hourly, a few batches per call); never fatal."""
         now = self._clock.now()
         try:
             if self._next_backlog is None or now >= self._next_backlog:
                 self._next_backlog = now + _BACKLOG_EVERY
                 async with self._store.transaction() as tx:
                     self._on_backlog(await tx.outbox.backlog())
-            if self._next_purge is None or now >= self._next_purge:
+            if self._purging is None and (self._next_purge is None or now >= self._next_purge):
                 self._next_purge = now + _PURGE_EVERY
-                async with self._store.transaction() as tx:
-                    purged = await tx.outbox.purge_published(now - self._retention)
-                if purged:
-                    _log.info("outbox_purged", rows=purged)
+                self._purging = (now - self._retention, 0, 0)
+            if self._purging is not None:
+                await self.purge_some()
         except ActwheelError:
             _log.exception("outbox_housekeeping_failed")
+
+    async def purge_some(self) -> bool:
+        """Up to ``purge_batches`` batches of the purge under way; True when it is done (or none was)."""
+        for _ in range(self._purge_batches):
+            if self._purging is None:
+                return True
+            before, after, total = self._purging
+            async with self._store.transaction() as tx:
+                batch = await tx.retention.purge_outbox(before, limit=self._purge_batch, after=after)
+            total += batch.rows
+            if batch.after is None:
+                self._purging = None
+                if total:
+                    _log.info("outbox_purged", rows=total)
+                return True
+            self._purging = (before, batch.after, total)
+        return self._purging is None
 
     async def relay_until_empty(self, max_rounds: int = 100) -> int:
         """Relay until nothing is left (bounded), e.g. while draining."""

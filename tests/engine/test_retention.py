@@ -5,6 +5,7 @@ does not fire again: the cursor moved past it), the lease, a prompt stop; its pl
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -222,3 +223,38 @@ async def test_a_deleted_run_is_gone_for_good(engine: Engine) -> None:
         with pytest.raises(NotFound):
             await tx.runs.get(run.id)
         assert await tx.audit.trail(run.id) == []
+
+
+# --- the relay's outbox purge (cdc.py): bounded batches, a few per relay round -------------------------------
+
+
+async def test_the_relays_hourly_outbox_purge_goes_in_bounded_batches_between_relay_rounds(
+        engine: Engine, tmp_path: Path) -> None:
+    from actwheel.actors.cdc import CdcEmitter
+    from actwheel.bus.memory import MemoryBus
+    from actwheel.storage.records import NewOutboxMessage
+
+    def outbox_ids() -> list[int]:
+        with sqlite3.connect(tmp_path / "db") as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM outbox ORDER BY id")]
+
+    async with engine.store.transaction() as tx:
+        await tx.outbox.append_many([NewOutboxMessage(exchange="actwheel.events", routing_key="run.ready",
+                                                      body=f"m{i}".encode()) for i in range(9)])
+        taken = await tx.outbox.take_batch(100)
+        await tx.outbox.mark_published([m.id for m in taken[:8]])  # the last one is still owed to the bus
+    advance(engine, DAY_S + 60)
+    relay = CdcEmitter(store=engine.store, bus=MemoryBus(), clock=engine.clock, retention_s=DAY_S,
+                       purge_batch=2, purge_batches=2)
+    ids = [m.id for m in taken]
+
+    await relay._housekeeping()  # the purge starts: two batches of two rows, then it is the relay's turn
+    assert outbox_ids() == ids[4:]
+    assert relay._purging is not None
+    assert await relay.purge_some() is False  # rows 5 to 8
+    assert outbox_ids() == ids[8:]
+    assert await relay.purge_some() is True  # the unpublished row is kept; the purge is done
+    assert outbox_ids() == ids[8:]
+    assert relay._purging is None
+    await relay._housekeeping()  # the next purge is an hour away
+    assert relay._purging is None

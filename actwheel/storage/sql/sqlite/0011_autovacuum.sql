@@ -1,0 +1,5 @@
+-- Bounded history under load (issue 14): the PostgreSQL twin of this file sets per-table autovacuum
+-- settings on runs, audit and outbox. SQLite has no autovacuum daemon and no dead tuples: a delete
+-- frees its pages at once, the sweeper's PRAGMA incremental_vacuum gives them back to the file
+-- (0010, docs/storage.md, "Retention"). Nothing to change here; the file keeps the versions of the
+-- two dialects in step.
