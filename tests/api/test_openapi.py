@@ -84,7 +84,8 @@ def test_the_security_schemes_are_bearer_keys_and_the_session_cookie() -> None:
     document = openapi_document()
     schemes = document["components"]["securitySchemes"]
     assert schemes["bearerAuth"] == {**schemes["bearerAuth"], "type": "http", "scheme": "bearer"}
-    assert schemes["sessionCookie"]["in"] == "cookie" and schemes["sessionCookie"]["name"] == "aw_session"
+    assert schemes["sessionCookie"]["in"] == "cookie"
+    assert schemes["sessionCookie"]["name"] == "aw_session"
     assert document["security"] == [{"bearerAuth": []}]
     assert document["paths"]["/v1/stream"]["get"]["security"] == [{"bearerAuth": []}, {"sessionCookie": []}]
     stream = document["paths"]["/v1/stream"]["get"]["responses"]["200"]["content"]
@@ -111,7 +112,8 @@ async def test_the_docs_page_lists_every_operation_under_a_strict_csp(http: http
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/html")
     csp = answer.headers["content-security-policy"]
-    assert "default-src 'none'" in csp and "script" not in csp
+    assert "default-src 'none'" in csp
+    assert "script" not in csp
     assert "<script" not in answer.text
     for method, path in documented():
         assert f"<span class=m>{method}</span> <code>{path}</code>" in answer.text
