@@ -359,7 +359,7 @@ def _new_automation(caller: Caller, spec: AutomationSpec, now: Any) -> NewAutoma
     return NewAutomation(
         owner_id=caller.owner_id, name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
         action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels, enabled=spec.enabled,
-        next_run_at=first_fire(spec.trigger, now), end_at=spec.end_at, created_by=caller.who,
+        next_run_at=spec.first_fire(now), end_at=spec.end_at, created_by=caller.who,
         created_by_key=caller.key_id)
 
 

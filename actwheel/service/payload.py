@@ -40,10 +40,21 @@ class AutomationSpec:
     labels: dict[str, Any]
     enabled: bool
     durable: bool
+    #: ``(when parsed, the first fire after it)`` if the parse computed it (the has-it-ended check).
+    fire_after_parse: tuple[datetime, datetime | None] | None = None
 
     @property
     def end_at(self) -> datetime | None:
         return self.trigger.end
+
+    def first_fire(self, now: datetime) -> datetime | None:
+        """:func:`first_fire` at ``now``, reusing the parse's when it still answers (the first fire after
+        the parse is also the first after a later ``now`` if it is still ahead of it)."""
+        if self.fire_after_parse is not None:
+            parsed_at, fire = self.fire_after_parse
+            if parsed_at <= now and fire is not None and fire > now:
+                return fire
+        return first_fire(self.trigger, now)
 
 
 class SpecParser:
@@ -61,7 +72,11 @@ class SpecParser:
                                     for k in sorted(set(payload) - _FIELDS)]
         durable = _parse_durable(payload.get("durable", True), errors)
         trigger = _parse_trigger(payload.get("trigger"), errors)
-        if check_ended and trigger is not None and _has_ended(trigger, self._clock.now()):
+        fire_after: tuple[datetime, datetime | None] | None = None
+        if check_ended and trigger is not None and not trigger.is_event:
+            parsed_at = self._clock.now()
+            fire_after = (parsed_at, trigger.next_after(parsed_at))
+        if fire_after is not None and fire_after[1] is None:
             errors.append(FieldError("trigger", payload.get("trigger"), "a schedule with a fire still to come "
                                      "(this one has ended: a 'once' in the past, or an end before now)"))
         action_type, action_config = self._parse_action(payload, errors)
@@ -74,7 +89,7 @@ class SpecParser:
         if errors or trigger is None or policy is None:
             raise InvalidInput.collect(errors or [FieldError("trigger", None, "a trigger spec")])
         return AutomationSpec(name, trigger, trigger.to_spec(), action_type, action_config, policy, labels,
-                              bool(enabled), durable)
+                              bool(enabled), durable, fire_after)
 
     def action_scopes(self, action_type: str, action_config: Mapping[str, Any]) -> frozenset[str]:
         """The scopes running this action needs (a composite's steps included).
@@ -160,10 +175,6 @@ def _parse_trigger(raw: Any, errors: list[FieldError]) -> Trigger | None:
     except InvalidTrigger as exc:
         errors.extend(trigger_errors(exc).errors)
         return None
-
-
-def _has_ended(trigger: Trigger, now: datetime) -> bool:
-    return not trigger.is_event and trigger.next_after(now) is None
 
 
 def _parse_name(raw: Any, errors: list[FieldError]) -> str:
