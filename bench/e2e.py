@@ -59,6 +59,7 @@ from actwheel.auth.keys import new_key
 from actwheel.bus import AmqpBus, MemoryBus, Topology
 from actwheel.bus.base import Bus
 from actwheel.clock import SystemClock
+from actwheel.commands.run import loop_factory, tune_gc
 from actwheel.engine import Engine
 from actwheel.logs import configure_logging
 from actwheel.service.caller import Caller
@@ -205,6 +206,15 @@ async def stack_run(kind: str) -> AsyncIterator[StackRun]:
             await delete_bus_names(engine)
 
 
+GC_TUNE: list[int] = []  # [gen-0 threshold] when --gc-freeze: what actwheel run does after start-up
+
+
+async def start_engine(run: StackRun) -> None:
+    await run.engine.start()
+    if GC_TUNE:
+        tune_gc(GC_TUNE[0])
+
+
 # --- reading the database -------------------------------------------------------------------
 
 RUN_TIMES = {
@@ -323,7 +333,7 @@ async def burst(kind: str, n: int, lead_s: float) -> dict[str, Any]:
                                  sentinel_start, name="sentinel")
         sentinel_id = (await sql(run, "SELECT id FROM automations WHERE name = 'sentinel'"))[0][0]
         setup_s = time.monotonic() - t0
-        await run.engine.start()
+        await start_engine(run)
         slack = (due - datetime.now(UTC)).total_seconds()
         if slack < 2.5:
             raise RuntimeError(f"setup took too long ({setup_s:.1f}s, {slack:.1f}s left): raise --lead")
@@ -370,7 +380,7 @@ async def sustained(kind: str, rate: int, seconds: int, warmup_s: int = 5) -> di
         start = at_second(6 + rate / 1000)
         end = start + timedelta(seconds=seconds - 1)
         await create_automations(run.store, [every_second(start, end)] * rate, start, policy={"overlap": "allow"})
-        await run.engine.start()
+        await start_engine(run)
         await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + warmup_s)
         first = await _progress(run)
         window_start, cpu_start = time.monotonic(), _cpu()
@@ -401,7 +411,7 @@ async def overload(kind: str, capacity: float, factor: float, seconds: int, warm
         start = at_second(6 + offered / 1000)
         end = start + timedelta(seconds=seconds - 1)
         await create_automations(run.store, [every_second(start, end)] * offered, start)
-        await run.engine.start()
+        await start_engine(run)
         await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + warmup_s)
         first, rss_start = await _progress(run), _rss_mb()
         window_start = time.monotonic()
@@ -428,7 +438,7 @@ async def idle(kind: str, seconds: int) -> dict[str, Any]:
         start = at_second(3)
         end = start + timedelta(seconds=seconds - 1)
         await create_automations(run.store, [every_second(start, end)], start)
-        await run.engine.start()
+        await start_engine(run)
         await wait_count(run, "succeeded", seconds, within=seconds + 30, every=0.5)
         times = await run_times(run)
         created = percentiles([created - scheduled for scheduled, created, _, _ in times])
@@ -441,7 +451,7 @@ async def transient_burst(kind: str, n: int, lead_s: float) -> dict[str, Any]:
     SUCCEEDED; then, when APScheduler 3.11 is installed, its in-memory AsyncIOScheduler firing ``n``
     no-op one-shot jobs due at one instant, in this process (``apscheduler``)."""
     async with stack_run(kind) as run:
-        await run.engine.start()
+        await start_engine(run)
         due = at_second(lead_s)
         caller = Caller(BENCH_OWNER)
         payload = {"trigger": {"type": "once", "at": due.isoformat()}, "durable": False,
@@ -515,7 +525,7 @@ async def changes(kind: str, small: int, large: int, ops: int, creates: int, con
     from actwheel.api.app import create_app
 
     async with stack_run(kind) as run:
-        await run.engine.start()
+        await start_engine(run)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(run.engine.control)),
                                    base_url="http://bench", headers={"authorization": f"Bearer {run.token}"},
                                    timeout=60)
@@ -733,12 +743,23 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64, help="changes: creates in flight")
     parser.add_argument("--seconds", type=int, default=25, help="sustained window")
     parser.add_argument("--idle-seconds", type=int, default=20)
+    parser.add_argument("--loop", default="asyncio", choices=["auto", "asyncio", "uvloop"],
+                        help="the event loop (actwheel run's ACTWHEEL_LOOP; default here: the stdlib's)")
+    parser.add_argument("--gc-freeze", type=int, default=-1, metavar="GEN0",
+                        help="after each engine start, gc.freeze() and (GEN0 > 0) that generation-0 threshold, as "
+                             "actwheel run does (default: off)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.gc_freeze >= 0:
+        GC_TUNE.append(args.gc_freeze)
     configure_logging("WARNING")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
     stacks = ["embedded", "services"] if args.stack == "both" else [args.stack]
-    report = {kind: asyncio.run(bench_stack(kind, args)) for kind in stacks}
+    report = {}
+    for kind in stacks:
+        with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
+            report[kind] = runner.run(bench_stack(kind, args))
+            report[kind]["runtime"] = {"loop": type(runner.get_loop()).__module__, "gc": GC_TUNE[:1] or None}
     if args.json:
         print(json.dumps(report, indent=2))
     return 0

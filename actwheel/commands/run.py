@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -19,7 +22,11 @@ from actwheel.mcp.http import endpoint_of
 from actwheel.redact import redact_url
 from actwheel.settings import ALL_ROLES, Settings, parse_http
 
-__all__ = ["register", "serve"]
+__all__ = ["LOOPS", "loop_factory", "register", "serve", "tune_gc"]
+
+#: ``ACTWHEEL_LOOP``: ``auto`` (uvloop when installed — the ``fast`` extra —, else the stdlib loop),
+#: ``asyncio`` or ``uvloop``.
+LOOPS = ("auto", "asyncio", "uvloop")
 
 
 def register(subparsers: Any) -> None:
@@ -49,10 +56,44 @@ def _run(args: argparse.Namespace) -> int:
             roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors is not None else None,
             partition_leases=False if args.no_partition_leases else None,
             auth=False if args.insecure_no_auth else None)
+        factory = loop_factory(os.environ.get("ACTWHEEL_LOOP", "auto"))
     except ActwheelError as exc:
         print(f"actwheel run: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(settings))
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(serve(settings))
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to run on: uvloop's where asked (or ``auto`` and installed), else the stdlib's
+    (``None``). Speed only: both run the same code.
+
+    :raises ActwheelError: ``uvloop`` asked and not installed, or an unknown choice
+    """
+    if choice not in LOOPS:
+        raise ActwheelError(f"ACTWHEEL_LOOP={choice!r}: one of {', '.join(LOOPS)}")
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ActwheelError("ACTWHEEL_LOOP=uvloop: uvloop is not installed "
+                                "(pip install 'actwheel[fast]')") from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def tune_gc(threshold0: int = 0) -> None:
+    """After start-up: move everything allocated so far (modules, registries, parsed schemas) out of the
+    collector's view (``gc.freeze``), so later collections do not walk it again; ``threshold0`` > 0
+    also sets generation 0's threshold (``ACTWHEEL_GC_GEN0``). Speed only."""
+    gc.collect()
+    gc.freeze()
+    if threshold0 > 0:
+        _, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(threshold0, gen1, gen2)
 
 
 async def serve(settings: Settings) -> int:
@@ -69,6 +110,8 @@ async def serve(settings: Settings) -> int:
     mcp = AsyncExitStack()
     try:
         await engine.start()
+        if os.environ.get("ACTWHEEL_GC_FREEZE", "1") != "0":
+            tune_gc(int(os.environ.get("ACTWHEEL_GC_GEN0", "0") or 0))
         # uvicorn runs with lifespan off, so nothing else starts the MCP session manager: /mcp would
         # fail every request (it answers 503 until this point, and again once it is left).
         await mcp.enter_async_context(endpoint_of(app).running())
