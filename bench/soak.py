@@ -94,7 +94,7 @@ async def _sample(conn: asyncpg.Connection, since: datetime, until: datetime) ->
     size = await conn.fetchval(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'")
-    return row["n"], row["p50"], row["p99"], rows, size / 2**20
+    return row["n"], row["p50"], row["p99"], rows, float(size) / 2**20
 
 
 def _ms(value: Any) -> float | None:
