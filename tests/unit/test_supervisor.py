@@ -150,3 +150,67 @@ async def test_an_empty_supervisor_is_never_ready() -> None:
     await supervisor.start()
     assert not supervisor.is_ready
     await supervisor.stop()
+
+
+class Outaged(Actor):
+    """Comes up, serves, and crashes whenever :meth:`outage` is called (a broker restart, say)."""
+
+    name = "outaged"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+        self._outage = asyncio.Event()
+
+    def outage(self) -> None:
+        self._outage.set()
+
+    async def run(self) -> None:
+        self.runs += 1
+        self._outage.clear()
+        self.mark_ready()
+        await self._outage.wait()
+        raise RuntimeError("the broker went away")
+
+
+async def test_a_crash_after_serving_a_while_restarts_after_the_first_backoff_again() -> None:
+    """Five outages, each after the actor served 2 s: every restart waits 1 s (it was 1, 2, 4, 8, 16 s)."""
+    clock = VirtualClock()
+    actor = Outaged()
+    supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0, backoff_max_s=30.0, stable_s=1.0)
+    await supervisor.start()
+    try:
+        for outage in range(1, 6):
+            clock.advance(2.0)  # served 2 s >= stable_s
+            actor.outage()
+            await _until(lambda: clock.sleepers == 1 and actor.state is ActorState.CRASHED)
+            clock.advance(0.999)
+            await _settle()
+            assert actor.runs == outage, f"outage {outage}: restarted before the first backoff"
+            clock.advance(0.001)
+            await _until(lambda: actor.ready.is_set() and actor.runs == outage + 1)  # noqa: B023
+        assert supervisor.restarts == {"outaged": 5}
+    finally:
+        await supervisor.stop()
+
+
+async def test_a_crash_right_after_coming_up_still_doubles_the_backoff() -> None:
+    """Ready but crashed before ``stable_s``: the next of a crash loop, the backoff goes on doubling."""
+    clock = VirtualClock()
+    actor = Outaged()
+    supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0, backoff_max_s=30.0, stable_s=5.0)
+    await supervisor.start()
+    try:
+        expected = 1.0
+        for outage in range(1, 4):
+            clock.advance(0.5)  # ready, but only 0.5 s < stable_s
+            actor.outage()
+            await _until(lambda: clock.sleepers == 1 and actor.state is ActorState.CRASHED)
+            clock.advance(expected - 0.001)
+            await _settle()
+            assert actor.runs == outage, f"crash {outage}: restarted before {expected} s"
+            clock.advance(0.001)
+            await _until(lambda: actor.ready.is_set() and actor.runs == outage + 1)  # noqa: B023
+            expected *= 2
+    finally:
+        await supervisor.stop()
