@@ -158,7 +158,7 @@ class AutomationService:
     async def _write_creates(self, batch: Sequence[_Create]) -> list[Automation]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            created = [await tx.automations.create(_new_automation(item.caller, item.spec, now)) for item in batch]
+            created = await tx.automations.create_many([_new_automation(item.caller, item.spec, now) for item in batch])
             await tx.outbox.append_many([self._events.automation_changed(a, "created") for a in created])
             for item, automation in zip(batch, created, strict=True):
                 await record_change(tx, item.caller, "created", after=automation)

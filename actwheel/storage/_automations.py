@@ -93,6 +93,14 @@ def _spec_params(spec: NewAutomation | AutomationChanges, *, partial: bool) -> d
     return params
 
 
+_SPEC_COLUMNS = ("id", "owner_id", "name", "labels", "session_id", "agent_id", "trigger", "action_type",
+                 "action_config", "policy", "durable", "end_at", "created_by", "created_by_key")
+
+
+def _spec_row(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: params[k] for k in _SPEC_COLUMNS}
+
+
 class SqlAutomations(AutomationRepository):
     def __init__(self, sql: SqlRunner, partitions: int) -> None:
         self._sql = sql
@@ -110,6 +118,22 @@ class SqlAutomations(AutomationRepository):
         assert row is not None
         assert state is not None
         return automation_of_spec_and_state(row, state)
+
+    async def create_many(self, news: Sequence[NewAutomation]) -> list[Automation]:
+        if not news:
+            return []
+        rows = [self._create_params(n) for n in news]
+        try:
+            specs = await self._sql.fetch_rows("insert_automations", [_spec_row(r) for r in rows])
+        except IntegrityViolation as exc:
+            if exc.kind == "unique":
+                raise Conflict("automation", None, "an id of the batch already exists") from None
+            raise
+        states = await self._sql.fetch_rows("insert_automation_states", [
+            {k: r[k] for k in ("id", "partition", "enabled", "status", "next_run_at")} for r in rows])
+        spec_by_id = {row["id"]: row for row in specs}
+        state_by_id = {row["automation_id"]: row for row in states}
+        return [automation_of_spec_and_state(spec_by_id[r["id"]], state_by_id[r["id"]]) for r in rows]
 
     def _create_params(self, new: NewAutomation) -> dict[str, Any]:
         automation_id = codec.new_id() if new.id is None else codec.text_field("id", new.id)

@@ -104,6 +104,14 @@ class AutomationRepository(ABC):
         :raises InvalidInput: a JSON field is not serialisable or over 256 KiB, a datetime is naive
         """
 
+
+    @abstractmethod
+    async def create_many(self, news: Sequence[NewAutomation]) -> list[Automation]:
+        """:meth:`create` for every item, in one statement per table; the automations in ``news``' order.
+
+        :raises Conflict: an id already exists (nothing of the batch is written: the statement fails)
+        :raises InvalidInput: an item :meth:`create` would refuse
+        """
     @abstractmethod
     async def get(self, automation_id: str, *, owner_id: str | None = None) -> Automation:
         """The automation ``automation_id``; with ``owner_id``, only if that owner's (filtered in

@@ -6,6 +6,7 @@ alone."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -110,14 +111,14 @@ async def test_concurrent_single_creates_each_get_their_own_automation(world: Wo
 
 async def test_a_failing_create_in_a_group_fails_alone(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """The group's transaction fails; each create is then written alone: only the bad one is refused."""
-    real = SqlAutomations.create
+    real = SqlAutomations.create_many
 
-    async def create(self: SqlAutomations, new: NewAutomation) -> Any:
-        if new.name == "boom":
+    async def create_many(self: SqlAutomations, news: Sequence[NewAutomation]) -> Any:
+        if any(new.name == "boom" for new in news):
             raise Conflict("automation", "boom", "refused by the test")
-        return await real(self, new)
+        return await real(self, news)
 
-    monkeypatch.setattr(SqlAutomations, "create", create)
+    monkeypatch.setattr(SqlAutomations, "create_many", create_many)
     names = [f"c{i}" for i in range(10)]
     names.insert(4, "boom")
     answers = await asyncio.gather(*(world.as_("full_a", "POST", "/v1/automations", json=automation_body(name=n))

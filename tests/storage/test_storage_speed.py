@@ -3,7 +3,9 @@ planner's bounded backlog count."""
 
 from __future__ import annotations
 
-from storage_harness import make_automation, make_run
+from datetime import timedelta
+
+from storage_harness import T0, make_automation, make_run, new_automation
 
 from actwheel.storage import Store
 from actwheel.storage.records import RunOutcome, RunStatus
@@ -39,3 +41,26 @@ async def test_count_backlog_counts_pending_and_leased_runs_up_to_the_limit(stor
                                               status=RunStatus.SUCCEEDED)])
         assert await tx.runs.count_backlog(100) == 6
         assert await tx.runs.count_backlog(2) == 4  # 2 of the 4 PENDING + 2 of the 2 RUNNING
+
+
+async def test_create_many_stores_what_create_would_in_the_order_given(store: Store) -> None:
+    news = [new_automation(name=f"n{i}", labels={"session_id": f"s{i}", "tag": "x"}, enabled=i % 2 == 0,
+                           next_run_at=T0 + timedelta(minutes=i), end_at=T0 + timedelta(days=1) if i == 1 else None,
+                           created_by="alice", created_by_key="k1")
+            for i in range(5)]
+    async with store.transaction() as tx:
+        created = await tx.automations.create_many(news)
+        assert await tx.automations.create_many([]) == []
+        one = await tx.automations.create(new_automation(name="single"))
+    assert [a.name for a in created] == [f"n{i}" for i in range(5)]
+    async with store.transaction() as tx:
+        stored = await tx.automations.get_many([a.id for a in created])
+    for automation in created:
+        assert stored[automation.id] == automation
+    assert created[1].end_at == T0 + timedelta(days=1)
+    assert created[3].enabled is False
+    assert created[2].session_id == "s2"
+    assert created[0].labels == {"session_id": "s0", "tag": "x"}
+    assert created[0].version == one.version == 1
+    assert {a.partition for a in created} <= set(range(64))
+    assert created[4].next_run_at == T0 + timedelta(minutes=4)

@@ -864,3 +864,23 @@ RETURNING r.id;
 -- the cost is bounded by the limit, not by the backlog).
 SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING' LIMIT :limit) p)
      + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit) l) AS n;
+
+-- name: insert_automations
+-- A batch of new automations' specification rows in one statement (POST /v1/automations/batch, group
+-- commit); RETURNING order is not the input's: the caller joins by id.
+INSERT INTO automation_specs (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, durable, end_at, created_by, created_by_key)
+SELECT f.id, f.owner_id, f.name, f.labels, f.session_id, f.agent_id, f."trigger", f.action_type,
+       f.action_config, f.policy, f.durable, f.end_at, f.created_by, f.created_by_key
+FROM json_to_recordset(:rows::json)
+     AS f (id text, owner_id text, name text, labels jsonb, session_id text, agent_id text, "trigger" jsonb,
+           action_type text, action_config jsonb, policy jsonb, durable boolean, end_at timestamptz,
+           created_by text, created_by_key text)
+RETURNING *;
+
+-- name: insert_automation_states
+INSERT INTO automation_state (automation_id, "partition", enabled, status, next_run_at, version)
+SELECT f.id, f."partition", f.enabled, f.status, f.next_run_at, 1
+FROM json_to_recordset(:rows::json)
+     AS f (id text, "partition" integer, enabled boolean, status text, next_run_at timestamptz)
+RETURNING *;

@@ -836,3 +836,24 @@ RETURNING runs.id;
 -- the cost is bounded by the limit, not by the backlog).
 SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING' LIMIT :limit))
      + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit)) AS n;
+
+-- name: insert_automations
+-- A batch of new automations' specification rows in one statement (POST /v1/automations/batch, group
+-- commit); RETURNING order is not the input's: the caller joins by id.
+INSERT INTO automation_specs (id, owner_id, name, labels, session_id, agent_id, "trigger", action_type,
+    action_config, policy, durable, end_at, created_at, updated_at, created_by, created_by_key)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.owner_id'), json_extract(value, '$.name'),
+       json_extract(value, '$.labels'), json_extract(value, '$.session_id'), json_extract(value, '$.agent_id'),
+       json_extract(value, '$.trigger'), json_extract(value, '$.action_type'),
+       json_extract(value, '$.action_config'), json_extract(value, '$.policy'), json_extract(value, '$.durable'),
+       json_extract(value, '$.end_at'), :now, :now, json_extract(value, '$.created_by'),
+       json_extract(value, '$.created_by_key')
+FROM json_each(:rows)
+RETURNING *;
+
+-- name: insert_automation_states
+INSERT INTO automation_state (automation_id, "partition", enabled, status, next_run_at, version)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.partition'), json_extract(value, '$.enabled'),
+       json_extract(value, '$.status'), json_extract(value, '$.next_run_at'), 1
+FROM json_each(:rows)
+RETURNING *;
