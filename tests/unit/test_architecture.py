@@ -23,10 +23,12 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "actwheel"
 #: Third-party packages that do IO: a pure layer must not load them.
 IO_LIBRARIES = frozenset({"aio_pika", "aiormq", "asyncpg", "aiosqlite", "httpx", "starlette", "uvicorn"})
 #: The layers above the pure ones (they do IO or drive those that do).
-OUTER_LAYERS = ("actwheel.bus", "actwheel.storage", "actwheel.actors", "actwheel.api", "actwheel.actions",
-                "actwheel.service", "actwheel.engine", "actwheel.commands", "actwheel.cli")
-#: The faces: they call the service layer only. ``mcp`` and ``ui`` are planned.
+OUTER_LAYERS = ("actwheel.bus", "actwheel.storage", "actwheel.actors", "actwheel.api", "actwheel.mcp", "actwheel.ui",
+                "actwheel.actions", "actwheel.service", "actwheel.engine", "actwheel.commands", "actwheel.cli")
+#: The faces: REST (+ OpenAPI), MCP and the dashboard. They call the service layer only.
 FACES = ("actwheel.api", "actwheel.mcp", "actwheel.ui")
+#: The pure part of ``actwheel.auth``: the key format and the scope algebra (the package loads only these).
+PURE_AUTH = ("actwheel.auth", "actwheel.auth.keys", "actwheel.auth.scopes")
 
 
 def _module_name(path: Path) -> str:
@@ -108,6 +110,8 @@ def test_the_rules_see_the_package() -> None:
     assert modules_of("actwheel.triggers")
     assert modules_of("actwheel.actions.executors")
     assert modules_of("actwheel.api")
+    assert modules_of("actwheel.mcp")
+    assert modules_of("actwheel.ui")
     assert {"actwheel.bus", "actwheel.bus.base", "aio_pika"} <= imported_closure("actwheel.bus.amqp")
 
 
@@ -121,6 +125,10 @@ def test_the_wheel_loads_nothing_that_does_io() -> None:
 
 def test_the_triggers_load_nothing_that_does_io() -> None:
     assert _breaches(modules_of("actwheel.triggers"), imported_closure, lambda _: False, _io_or_outer) == []
+
+
+def test_the_keys_and_the_scope_algebra_load_nothing_that_does_io() -> None:
+    assert _breaches(PURE_AUTH, imported_closure, lambda _: False, _io_or_outer) == []
 
 
 @pytest.mark.parametrize("package", ["actwheel.triggers", "actwheel.wheel"])
