@@ -9,6 +9,12 @@ per minute: runs created, runs and audit rows deleted, rows in ``runs``, the dat
 the relations of the schema, tables and indexes; SQLite: file + WAL − free pages), claim and finish
 latency (median and p99 of the per-batch transaction) and the claim median's ratio to minute 1's (the
 baseline: nothing is old enough to delete yet). Whether the load kept up is shown as achieved runs/s.
+Below each minute, so that the cause of any growth is visible: PostgreSQL, per swept table (runs, audit,
+outbox) its heap, indexes and TOAST, live and dead tuples (``pg_stat_user_tables``) and vacuums so far,
+then each index of runs; SQLite, the file as the file system sees it (+ WAL) and its free pages. At the
+end, ``steady``: the lowest and highest size and claim/finish p50 from the minute after the first
+retention window and one sweep, and their spread (±). ``--autovacuum default`` resets migration 0011's
+per-table autovacuum settings to the server's, for the comparison.
 
 ``--section finish-index``: claim+finish batched (``bench/storage.py``'s scenario, --runs per round) on a
 table without, then with, ``CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT
@@ -16,7 +22,7 @@ NULL``, alternating rounds in the same process; the ratio is with / without (med
 
     python bench/retention.py [--backend sqlite|postgres] [--section soak|finish-index]
                               [--minutes 10] [--rate 1000] [--retention-s 120] [--sweep-s 30] [--batch 1000]
-                              [--runs 20000] [--rounds 4] [--postgres URL] [--json]
+                              [--runs 20000] [--rounds 4] [--postgres URL] [--autovacuum tuned|default] [--json]
 """
 
 from __future__ import annotations
@@ -213,6 +219,26 @@ async def soak(backend: str, url: str, args: argparse.Namespace) -> list[Minute]
     return minutes
 
 
+def steady(minutes: list[Minute], args: argparse.Namespace) -> dict[str, float]:
+    """Size and claim p50 over the minutes after the first retention window and one sweep (the history
+    is bounded from then on): each one's lowest and highest value and the spread around their middle
+    (``(max - min) / (max + min)``: ±15 % is 0.15)."""
+    first = int((args.retention_s + args.sweep_s) // 60) + 2
+    window = [m for m in minutes if m.minute >= first]
+    if len(window) < 2:
+        return {}
+    out: dict[str, float] = {"from_minute": float(first)}
+    for name in ("size_mb", "claim_p50_ms", "finish_p50_ms"):
+        values = [getattr(m, name) for m in window]
+        low, high = min(values), max(values)
+        out |= {f"{name}_min": low, f"{name}_max": high, f"{name}_spread": (high - low) / (high + low)}
+    print(f"steady from minute {first}: size {out['size_mb_min']:.0f}-{out['size_mb_max']:.0f} MB "
+          f"(±{out['size_mb_spread']:.0%}), claim p50 {out['claim_p50_ms_min']:.2f}-{out['claim_p50_ms_max']:.2f} ms "
+          f"(±{out['claim_p50_ms_spread']:.0%}), finish p50 {out['finish_p50_ms_min']:.2f}-"
+          f"{out['finish_p50_ms_max']:.2f} ms (±{out['finish_p50_ms_spread']:.0%})", flush=True)
+    return out
+
+
 def print_minute(backend: str, m: Minute) -> None:
     print(f"{backend:8} min {m.minute:2}  created {m.created:7}  ({m.achieved_per_s:6.0f}/s)  "
           f"deleted runs {m.deleted_runs:7} audit {m.deleted_audit:7}  rows {m.rows:7}  size {m.size_mb:7.1f} MB  "
@@ -320,9 +346,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     result = asyncio.run(main_async(args))
+    summary = steady(result, args) if isinstance(result, list) else {}
     if args.json:
         out = [asdict(m) | {"claims": None, "finishes": None} for m in result] if isinstance(result, list) else result
-        print(json.dumps({"backend": args.backend, "section": args.section, "args": vars(args), "result": out}))
+        print(json.dumps({"backend": args.backend, "section": args.section, "args": vars(args), "result": out,
+                          "steady": summary}))
     return 0
 
 

@@ -321,3 +321,27 @@ async def test_postgres_reclaim_space_is_a_no_op(backend: Backend, store: Store)
     if backend.kind != "postgres":
         pytest.skip("PostgreSQL only: (auto)vacuum makes the space reusable")
     assert await store.reclaim_space() == 0
+
+
+async def test_postgres_vacuums_the_swept_tables_at_one_percent_dead_outside_the_cost_balancing(
+        backend: Backend, store: Store) -> None:
+    """0011: the three tables the sweeper deletes from carry autovacuum settings of their own."""
+    if backend.kind != "postgres":
+        pytest.skip("PostgreSQL only: SQLite has no autovacuum daemon (0011 is empty there)")
+    import asyncpg  # only here: the tests of the port itself may read the catalogue
+
+    schema = backend.url.rsplit("search_path=", 1)[-1]
+    conn = await asyncpg.connect(backend.url.split("?")[0])
+    try:
+        rows = await conn.fetch("SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n "
+                                "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = ANY($2::text[])",
+                                schema, ["runs", "audit", "outbox"])
+    finally:
+        await conn.close()
+    options = {row["relname"]: dict(o.split("=", 1) for o in row["reloptions"]) for row in rows}
+    assert sorted(options) == ["audit", "outbox", "runs"]
+    for table, set_ in options.items():
+        assert (set_["autovacuum_vacuum_scale_factor"], set_["autovacuum_vacuum_threshold"]) == ("0.01", "1000"), table
+        assert set_["autovacuum_vacuum_insert_scale_factor"] == "0.01", table
+        assert (set_["autovacuum_vacuum_cost_limit"], set_["autovacuum_vacuum_cost_delay"]) == ("1000", "2"), table
+    assert options["runs"]["fillfactor"] == "50"  # 0005's, kept
