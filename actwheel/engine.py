@@ -84,7 +84,8 @@ class Engine:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.store = store or open_store(settings.database_url, clock=self.clock, partitions=settings.partitions)
-        self.bus = bus or open_bus(settings.broker_url, topology=topology, clock=self.clock)
+        self.bus = bus or open_bus(settings.broker_url, topology=topology, clock=self.clock,
+                                   heartbeat_s=settings.amqp_heartbeat_s)
         self.registry = registry or registry_from_env()
         self.metrics = Metrics()
         self.events = EventFactory(topology=self.bus.topology, clock=self.clock, source=f"actwheel/{settings.instance}")

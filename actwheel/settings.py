@@ -105,6 +105,9 @@ class Settings:
     #: comma-separated ``host:port``, ``host:*`` for any port, or ``*`` to switch the check off): the names
     #: clients reach this engine by through a proxy or DNS. Any other Host is a 421 (DNS rebinding).
     mcp_allowed_hosts: tuple[str, ...] = ()
+    #: The AMQP heartbeat in whole seconds (``ACTWHEEL_AMQP_HEARTBEAT_S``, 0 = off; a ``heartbeat`` query in
+    #: the broker URL wins): a link that went silent without a FIN or RST is dropped after about three.
+    amqp_heartbeat_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -124,6 +127,7 @@ class Settings:
             "admin_key_file": env.get("ACTWHEEL_ADMIN_KEY_FILE") or None,
             "mcp_run_now": env.get("ACTWHEEL_MCP_RUN_NOW", "auto"),
             "mcp_allowed_hosts": _csv(env.get("ACTWHEEL_MCP_ALLOWED_HOSTS", "")),
+            "amqp_heartbeat_s": _float(env, "ACTWHEEL_AMQP_HEARTBEAT_S", 10.0),
             "instance": instance_id(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -148,6 +152,8 @@ class Settings:
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise InvalidInput(name, value, "a finite number of seconds > 0")
+        if not (0 <= self.amqp_heartbeat_s < 65535) or self.amqp_heartbeat_s != int(self.amqp_heartbeat_s):
+            raise InvalidInput("amqp_heartbeat_s", self.amqp_heartbeat_s, "whole seconds from 0 (off) to 65534")
         if not 0 <= self.plan_backlog <= 100_000:
             raise InvalidInput("ACTWHEEL_PLAN_BACKLOG", self.plan_backlog, "0 (off) to 100000 runs")
         if not 0 < self.http_port < 65536:

@@ -69,9 +69,10 @@ __all__ = [
 ]
 
 
-def open_bus(url: str | None, **options: Any) -> Bus:
+def open_bus(url: str | None, *, heartbeat_s: float | None = None, **options: Any) -> Bus:
     """A bus for ``url``: ``None`` or ``memory://`` → :class:`MemoryBus`, ``amqp://``/``amqps://`` →
-    :class:`AmqpBus`. ``options`` go to the adapter (``topology``, ``clock``, ``grace``, ...).
+    :class:`AmqpBus`. ``options`` go to the adapter (``topology``, ``clock``, ``grace``, ...);
+    ``heartbeat_s`` to :class:`AmqpBus` only (the memory bus has no link to watch).
     The bus is not started.
 
     :raises InvalidInput: ``field="broker"`` for any other scheme
@@ -79,5 +80,7 @@ def open_bus(url: str | None, **options: Any) -> Bus:
     if url is None or url in ("memory://", "memory:"):
         return MemoryBus(**options)
     if url.startswith(("amqp://", "amqps://")):
+        if heartbeat_s is not None:
+            options["heartbeat_s"] = heartbeat_s
         return AmqpBus(url, **options)
     raise InvalidInput("broker", redact_url(url), "memory:// or amqp://user:password@host:port/vhost")

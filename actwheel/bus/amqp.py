@@ -11,7 +11,17 @@ one channel per consumer so that ``basic.qos`` is that consumer's prefetch and a
 consumer's channel error harms nobody else.
 
 Reconnection is aio-pika's ``connect_robust``: it reopens channels, re-declares and
-re-consumes. aio-pika has had bugs there (consumers silently missing after a broker
+re-consumes, every ``reconnect_interval`` seconds (fixed, no growing backoff) until the broker
+answers. A publish made while it reconnects waits for the publisher channel to come back, within
+``publish_timeout`` (confirm included): a broker restart of a few seconds is not an error.
+
+A dead link that never closes (a peer that vanished, a dropped NAT entry: no FIN, no RST) is
+noticed two ways: the AMQP heartbeat (``heartbeat_s``, put in the URL's ``heartbeat`` query, which
+is where aiormq reads it; aiormq gives up after about three missed intervals) and a confirm that
+does not come within ``publish_timeout``, after which one round trip on the admin channel decides:
+unanswered within ``_PROBE_S``, the connection is closed so that aio-pika reconnects at once.
+
+aio-pika has had bugs in its restore (consumers silently missing after a broker
 restart, a broker-side ``basic.cancel`` never recovered), so after every reconnect
 — and every ``consumer_check_interval`` seconds — each consumer checks that its
 consumer tag is live on its current channel and otherwise reopens itself.
@@ -24,10 +34,11 @@ new channel (aio-pika raises ``ChannelInvalidStateError``); it is dropped and co
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import aio_pika
 import aiormq
@@ -71,9 +82,11 @@ from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessa
 from actwheel.logs import get_logger
 from actwheel.redact import redact_url
 
-__all__ = ["AmqpBus", "queue_arguments", "url_user"]
+__all__ = ["DEFAULT_HEARTBEAT_S", "AmqpBus", "queue_arguments", "url_user", "with_heartbeat"]
 
 _log = get_logger("actwheel.bus.amqp")
+#: The AMQP heartbeat, seconds (aiormq's own default is 60: a silent link noticed after ~3 min).
+DEFAULT_HEARTBEAT_S = 10.0
 _Process = Callable[[RawMessage], Awaitable[Outcome]]
 #: Upper bound for every cleanup step (cancel, close): cleanup never hangs on a dead broker.
 _CLEANUP_S = 5.0
@@ -82,6 +95,8 @@ _GONE = (*CONNECTION_EXCEPTIONS, asyncio.TimeoutError)
 #: Messages written before their confirms are awaited, per round trip of publish_many.
 _PIPELINE = 1000
 _PERSISTENT = int(DeliveryMode.PERSISTENT)
+#: Seconds a liveness round trip may take after a missing confirm before the connection is torn down.
+_PROBE_S = 5.0
 
 
 def queue_arguments(spec: QueueSpec, topology: Topology) -> dict[str, Any]:
@@ -108,6 +123,8 @@ class AmqpBus(Bus):
     :param url: ``amqp://user:password@host:port/vhost`` (never logged with its password)
     :param publish_timeout: seconds to wait for a confirm before :class:`BusUnavailable`
     :param consumer_check_interval: seconds between checks that every consumer is live
+    :param heartbeat_s: the AMQP heartbeat (whole seconds, 0 = off) unless the URL has a ``heartbeat`` query;
+        a silent link is dropped after about three of them (aiormq), the broker drops ours after two
     :param user_id: the ``user_id`` property of every envelope this bus publishes (RabbitMQ refuses it
         unless it is the connection's user, so a consumer can tell who published); default: the URL's
         user. ``""``: none (an authentication mechanism where the user is not the URL's, e.g. EXTERNAL).
@@ -126,6 +143,7 @@ class AmqpBus(Bus):
         connect_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
         consumer_check_interval: float = 30.0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         dead_letter_max_length: int = 100_000,
         connection_name: str = "actwheel",
         user_id: str | None = None,
@@ -134,6 +152,7 @@ class AmqpBus(Bus):
         self.stats = BusStats()
         self.state = BusState.NEW
         self._url = url
+        self._connect_url = with_heartbeat(url, heartbeat_s)
         self._clock = clock or SystemClock()
         self._grace = grace
         self._max_bytes = max_message_bytes
@@ -150,6 +169,7 @@ class AmqpBus(Bus):
         self._specs: dict[str, QueueSpec] = {}
         self._consumers: set[_Consumer] = set()
         self._tasks = InFlight()
+        self._probing = False
 
     def __repr__(self) -> str:
         return f"<AmqpBus {redact_url(self._url)} state={self.state.value} consumers={len(self._consumers)}>"
@@ -180,7 +200,7 @@ class AmqpBus(Bus):
     async def _connect(self) -> None:
         try:
             self._connection = await aio_pika.connect_robust(
-                self._url,
+                self._connect_url,
                 timeout=self._connect_timeout,
                 reconnect_interval=self._reconnect_interval,
                 client_properties={"connection_name": self._connection_name},
@@ -263,8 +283,9 @@ class AmqpBus(Bus):
 
     async def _declare_on(self, channel: AbstractRobustChannel, spec: QueueSpec) -> AbstractRobustQueue:
         try:
-            return await channel.declare_queue(
-                spec.name, durable=True, arguments=queue_arguments(spec, self.topology))
+            async with asyncio.timeout(self._publish_timeout):
+                return await channel.declare_queue(
+                    spec.name, durable=True, arguments=queue_arguments(spec, self.topology))
         except aiormq.exceptions.ChannelPreconditionFailed as exc:
             raise InvalidInput("queue", spec.name, f"the arguments it was declared with ({exc})") from None
         except _GONE as exc:
@@ -338,9 +359,9 @@ class AmqpBus(Bus):
         writing them all to aiormq's channel first and awaiting the confirms together is
         what makes a batch cheap (see bench/bus.py).
         """
-        channel = await self._writable_channel()
         try:
             async with asyncio.timeout(self._publish_timeout):
+                channel = await self._writable_channel()
                 results = await asyncio.gather(
                     *(channel.basic_publish(body, exchange=exchange, routing_key=key, properties=properties,
                                             mandatory=mandatory, wait=False)
@@ -348,6 +369,7 @@ class AmqpBus(Bus):
                     return_exceptions=True,
                 )
         except TimeoutError:
+            self._suspect_connection()
             raise BusUnavailable(f"no confirm from the broker within {self._publish_timeout}s") from None
         for (key, _, _), result in zip(frames, results, strict=True):
             if isinstance(result, BaseException):
@@ -355,12 +377,45 @@ class AmqpBus(Bus):
         self.stats.published += len(frames)
 
     async def _writable_channel(self) -> Any:
-        if self._publisher is None or self._publisher.is_closed:
-            raise BusUnavailable("the AMQP bus has no open publisher channel (reconnecting?)")
+        """The publisher's aiormq channel; while aio-pika reconnects, once it has restored it (the caller
+        bounds the wait)."""
+        publisher, connection = self._publisher, self._connection
+        if publisher is None or connection is None or connection.is_closed:
+            raise BusUnavailable("the AMQP bus has no open publisher channel (stopped?)")
         try:
-            return await self._publisher.get_underlay_channel()
-        except _GONE as exc:
+            if publisher.is_closed and isinstance(publisher, aio_pika.RobustChannel):
+                await publisher.ready()  # set again once the reconnect has restored the channel
+            return await publisher.get_underlay_channel()
+        except CONNECTION_EXCEPTIONS as exc:
             raise BusUnavailable(f"publisher channel: {_describe(exc)}") from None
+
+    def _suspect_connection(self) -> None:
+        """A confirm did not come: check the link once (in the background) unless a check is under way."""
+        if not self._probing and self.state is BusState.RUNNING:
+            self._probing = True
+            self._tasks.spawn(self._probe_connection())
+
+    async def _probe_connection(self) -> None:
+        """One round trip on the admin channel; unanswered within ``_PROBE_S``, close the connection so
+        that aio-pika reconnects now instead of after the heartbeat's three missed intervals."""
+        try:
+            connection = self._connection
+            transport = None if connection is None else connection.transport
+            if transport is None or _is_blocked(transport.connection):
+                return  # reconnecting already, or flow control (a memory alarm): no confirm, yet alive
+            try:
+                async with asyncio.timeout(_PROBE_S):
+                    admin = await self._require_channels()[0].get_underlay_channel()
+                    await admin.exchange_declare(self.topology.events, exchange_type="topic", durable=True,
+                                                 passive=True)
+                return
+            except _GONE as exc:
+                _log.warning("bus.connection_dead", broker=redact_url(self._url), error=_describe(exc),
+                             probe_s=_PROBE_S)
+            self.stats.dead_links += 1
+            await transport.connection.close()  # what aio-pika's own reconnect() does; its factory reconnects
+        finally:
+            self._probing = False
 
     # -- consuming ---------------------------------------------------------------------------
 
@@ -404,7 +459,10 @@ class AmqpBus(Bus):
     async def _watch_consumers(self) -> None:
         while True:
             await self._clock.sleep(self._check_interval)
-            await self._verify_consumers()
+            connection = self._connection
+            if connection is not None and connection.connected.is_set():
+                await self._verify_consumers()
+            # else: reconnecting; _on_reconnect checks them once the connection is back
 
     # -- settling ----------------------------------------------------------------------------
 
@@ -560,6 +618,27 @@ def _raw(message: AbstractIncomingMessage, queue: str) -> RawMessage:
         delivery_count=(returned if isinstance(returned, int) else 0) + 1,
         publisher=message.user_id or None,  # validated by the broker against the publisher's connection
     )
+
+
+def with_heartbeat(url: str, heartbeat_s: float) -> str:
+    """``url`` with ``heartbeat=<whole seconds>`` in its query unless it has one (the URL's own wins).
+
+    aiormq reads the heartbeat from the URL only (a ``connect_robust`` keyword is ignored when a URL
+    is given) and parses it as an integer: ``heartbeat=10.0`` would silently mean *off*.
+    """
+    if not math.isfinite(heartbeat_s) or heartbeat_s < 0 or heartbeat_s >= 65535:
+        raise InvalidInput("heartbeat_s", heartbeat_s, "whole seconds from 0 (off) to 65534")
+    parts = urlsplit(url)
+    if any(key == "heartbeat" for key, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return url
+    query = f"{parts.query}&heartbeat={round(heartbeat_s)}" if parts.query else f"heartbeat={round(heartbeat_s)}"
+    return urlunsplit(parts._replace(query=query))
+
+
+def _is_blocked(connection: Any) -> bool:
+    """True while the broker has blocked the connection (``connection.blocked``: a resource alarm)."""
+    unblocked = getattr(connection, "_Connection__connection_unblocked", None)
+    return isinstance(unblocked, asyncio.Event) and not unblocked.is_set()
 
 
 def url_user(url: str) -> str | None:

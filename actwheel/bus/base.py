@@ -188,6 +188,7 @@ class BusStats:
     stale_settlements: int = 0  # acks/nacks dropped because their channel had died
     reconnects: int = 0
     consumers_restored: int = 0
+    dead_links: int = 0  # connections closed after a missing confirm and an unanswered probe
 
 
 class BusState(enum.Enum):

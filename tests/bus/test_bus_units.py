@@ -235,3 +235,41 @@ async def test_retry_delay_waits_on_the_injected_clock() -> None:
         await second.wait()
     assert seen == [1, 2]
     await bus.stop()
+
+
+# --- the AMQP heartbeat -------------------------------------------------------------------------
+
+def test_the_heartbeat_goes_into_the_url_query_as_whole_seconds_where_aiormq_reads_it() -> None:
+    from actwheel.bus.amqp import with_heartbeat
+
+    assert with_heartbeat("amqp://u:p%40ss@h:5672/v%2Fx", 10.0) == "amqp://u:p%40ss@h:5672/v%2Fx?heartbeat=10"
+    assert with_heartbeat("amqp://u:p@h/?name=a", 15) == "amqp://u:p@h/?name=a&heartbeat=15"
+    assert with_heartbeat("amqp://u:p@h/?heartbeat=30", 10) == "amqp://u:p@h/?heartbeat=30"  # the URL's wins
+    assert with_heartbeat("amqp://u:p@h/", 0) == "amqp://u:p@h/?heartbeat=0"  # off, explicitly
+
+
+@pytest.mark.parametrize("seconds", [-1.0, 65535.0, float("nan"), float("inf")])
+def test_a_heartbeat_out_of_range_is_refused_naming_the_field(seconds: float) -> None:
+    from actwheel.bus.amqp import with_heartbeat
+
+    with pytest.raises(InvalidInput) as caught:
+        with_heartbeat("amqp://u:p@h/", seconds)
+    assert caught.value.field == "heartbeat_s"
+
+
+def test_the_bus_connects_with_the_heartbeat_of_the_setting_and_aiormq_parses_it() -> None:
+    from aiormq.connection import parse_heartbeat
+    from yarl import URL
+
+    from actwheel.settings import Settings
+
+    settings = Settings.from_env({"ACTWHEEL_AMQP_HEARTBEAT_S": "12"})
+    assert settings.amqp_heartbeat_s == 12.0
+    assert Settings.from_env({}).amqp_heartbeat_s == 10.0
+    bus = bus_module.open_bus("amqp://u:p@h/", heartbeat_s=settings.amqp_heartbeat_s)
+    assert isinstance(bus, bus_module.AmqpBus)
+    assert parse_heartbeat(URL(bus._connect_url).query["heartbeat"]) == 12
+    assert isinstance(bus_module.open_bus("memory://", heartbeat_s=12), bus_module.MemoryBus)  # ignored there
+    with pytest.raises(InvalidInput) as caught:
+        Settings.from_env({"ACTWHEEL_AMQP_HEARTBEAT_S": "2.5"})
+    assert caught.value.field == "amqp_heartbeat_s"

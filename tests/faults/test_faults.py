@@ -54,6 +54,18 @@ async def test_database_and_broker_connections_reset_twice_lose_nothing(services
     assert all(stats["resets"] >= 2 for stats in figures.details["proxy"]), figures.details
 
 
+async def test_a_half_open_broker_link_is_torn_down_and_runs_finish_again_without_duplicates(
+        services: Instances, tmp_path: Path) -> None:
+    """The proxy swallows the AMQP link for 5 s, no FIN, no RST; the silent connection stays silent after.
+    With aiormq's default 60 s heartbeat the engine held it for ~3 min and no run finished within 60 s."""
+    figures = await network_faults(services, tmp_path, link="rabbitmq", kind="half_open", fault_s=5.0,
+                                   automations=20, window_s=10)
+    print(figures.as_dict())
+    figures.assert_invariants()
+    assert figures.details["proxy"][0]["silenced"] >= 1, figures.details
+    assert figures.recovery_s < 30.0, figures.details
+
+
 async def test_clocks_seconds_apart_fire_every_instant_once_and_take_no_live_lease(services: Instances) -> None:
     figures = await clock_skew(services, skew_s=4.0, automations=20, window_s=6)
     print(figures.as_dict())
