@@ -22,11 +22,14 @@ from actwheel.mcp.http import endpoint_of
 from actwheel.redact import redact_url
 from actwheel.settings import ALL_ROLES, Settings, parse_http
 
-__all__ = ["LOOPS", "loop_factory", "register", "serve", "tune_gc"]
+__all__ = ["GC_GEN0", "LOOPS", "loop_factory", "register", "serve", "tune_gc"]
 
-#: ``ACTWHEEL_LOOP``: ``auto`` (uvloop when installed — the ``fast`` extra —, else the stdlib loop),
-#: ``asyncio`` or ``uvloop``.
+#: ``ACTWHEEL_LOOP``: ``asyncio`` (the default: uvloop measured no better here, docs/benchmarks.md),
+#: ``auto`` (uvloop when installed — the ``fast`` extra —, else the stdlib loop) or ``uvloop``.
 LOOPS = ("auto", "asyncio", "uvloop")
+#: Generation 0's threshold after start-up (``ACTWHEEL_GC_GEN0``; Python's default is 700): with
+#: gc.freeze() it cut the CPU per run by ~30 % in bench/e2e.py's sustained scenario.
+GC_GEN0 = 50_000
 
 
 def register(subparsers: Any) -> None:
@@ -56,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
             roles=tuple(r.strip() for r in args.actors.split(",") if r.strip()) if args.actors is not None else None,
             partition_leases=False if args.no_partition_leases else None,
             auth=False if args.insecure_no_auth else None)
-        factory = loop_factory(os.environ.get("ACTWHEEL_LOOP", "auto"))
+        factory = loop_factory(os.environ.get("ACTWHEEL_LOOP", "asyncio"))
     except ActwheelError as exc:
         print(f"actwheel run: {exc}", file=sys.stderr)
         return 2
@@ -111,7 +114,7 @@ async def serve(settings: Settings) -> int:
     try:
         await engine.start()
         if os.environ.get("ACTWHEEL_GC_FREEZE", "1") != "0":
-            tune_gc(int(os.environ.get("ACTWHEEL_GC_GEN0", "0") or 0))
+            tune_gc(int(os.environ.get("ACTWHEEL_GC_GEN0", str(GC_GEN0)) or 0))
         # uvicorn runs with lifespan off, so nothing else starts the MCP session manager: /mcp would
         # fail every request (it answers 503 until this point, and again once it is left).
         await mcp.enter_async_context(endpoint_of(app).running())
