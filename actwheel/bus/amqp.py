@@ -34,6 +34,7 @@ new channel (aio-pika raises ``ChannelInvalidStateError``); it is dropped and co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -383,8 +384,8 @@ class AmqpBus(Bus):
         if publisher is None or connection is None or connection.is_closed:
             raise BusUnavailable("the AMQP bus has no open publisher channel (stopped?)")
         try:
-            if publisher.is_closed and isinstance(publisher, aio_pika.RobustChannel):
-                await publisher.ready()  # set again once the reconnect has restored the channel
+            if publisher.is_closed:
+                await _reopened(publisher)
             return await publisher.get_underlay_channel()
         except CONNECTION_EXCEPTIONS as exc:
             raise BusUnavailable(f"publisher channel: {_describe(exc)}") from None
@@ -635,6 +636,27 @@ def with_heartbeat(url: str, heartbeat_s: float) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
+async def _reopened(channel: AbstractRobustChannel) -> None:
+    """Until aio-pika has reopened ``channel`` after a reconnect (the caller bounds the wait).
+
+    Not ``RobustChannel.ready()``: it can return while the dead aiormq channel is still in place, and a
+    publish on that one never gets its confirm. ``reopen_callbacks`` run once the new one is open.
+    """
+    reopened = asyncio.Event()
+
+    def on_reopen(*_: Any) -> None:
+        reopened.set()
+
+    channel.reopen_callbacks.add(on_reopen)
+    try:
+        while channel.is_closed:
+            await reopened.wait()
+            reopened.clear()
+    finally:
+        with contextlib.suppress(RuntimeError):  # a collection aio-pika froze while closing
+            channel.reopen_callbacks.discard(on_reopen)
+
+
 def _is_blocked(connection: Any) -> bool:
     """True while the broker has blocked the connection (``connection.blocked``: a resource alarm)."""
     unblocked = getattr(connection, "_Connection__connection_unblocked", None)
@@ -682,6 +704,8 @@ def _publish_error(exchange: str, routing_key: str, exc: BaseException) -> BaseE
         return PublishRefused(exchange, routing_key, "the broker nacked it (a queue is full?)")
     if isinstance(exc, _GONE):
         return BusUnavailable(f"publish to {exchange!r}: {_describe(exc)}")
+    if isinstance(exc, asyncio.CancelledError):  # its confirm future, cancelled as the connection closed
+        return BusUnavailable(f"publish to {exchange!r}: the connection closed before the confirm")
     return exc
 
 
