@@ -48,7 +48,8 @@ async def test_revoking_keeps_the_first_instant_and_a_missing_session_says_so(st
         none = await tx.ui_sessions.revoke("nope", at=T0)
         found = await tx.ui_sessions.by_hash("h1")
     assert (first, again, none) == (True, True, False)
-    assert found is not None and found.revoked_at == T0 + timedelta(minutes=1)
+    assert found is not None
+    assert found.revoked_at == T0 + timedelta(minutes=1)
 
 
 async def test_purge_deletes_only_the_expired_sessions(store: Store) -> None:
