@@ -197,10 +197,16 @@ async def test_a_run_created_while_the_runs_page_is_open_appears_through_the_str
     alice = world.callers["alice"]
     automation = await world.engine.control.automations.create(alice, automation_body("live"))
     page = browser_page
-    await page.add_init_script("document.addEventListener('htmx:sseOpen', () => { window.sseOpen = true; });")
+    # A DOM marker, not a window flag polled with wait_for_function: Playwright evals its predicate in the
+    # page on every poll, which the page's CSP (script-src 'self', no 'unsafe-eval') rightly refuses. The
+    # init script itself is injected by the browser (not eval'd), and wait_for_selector needs no eval.
+    await page.add_init_script(
+        "document.addEventListener('htmx:sseOpen', () => {"
+        " document.documentElement.setAttribute('data-sse-open', ''); });")
     await sign_in(page, base, world.tokens["alice"])
     await page.goto(f"{base}/ui/runs")
-    await page.wait_for_function("window.sseOpen === true")  # the stream is connected: the hub has our client
+    # the stream is connected: the hub has our client
+    await page.wait_for_selector("html[data-sse-open]", state="attached")
     await page.evaluate("window.sameDocument = true")
     assert await page.locator("#run-rows").inner_text() == "No run matches."
     run = await world.engine.control.automations.run_now(alice, automation.id)
