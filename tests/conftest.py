@@ -7,8 +7,33 @@ them go down under it. The sort is stable, so the order within each group is unc
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+
 import pytest
+from pytest_asyncio import is_async_test
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("restart") is not None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Close the idle event loop pytest-asyncio (<1.4) leaves as the thread's current loop after an async
+    test (its ``_provide_clean_event_loop`` finalizer), before a sync test. Otherwise a sync test calling
+    ``asyncio.run`` (the CLI does) replaces and then unsets it, the unclosed loop is dropped, and the
+    garbage collector reports it and its self-pipe sockets later, in whichever test is running then:
+    ``ResourceWarning: unclosed event loop`` / ``unclosed <socket.socket ... family=1 ...>``, an error
+    under filterwarnings. https://github.com/pytest-dev/pytest-asyncio/issues/724, fixed upstream in
+    1.4.0a2 (pytest-dev/pytest-asyncio#1430); pytest-asyncio's next async test would close it anyway."""
+    if is_async_test(item):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:  # no current loop (unset by asyncio.run): nothing left behind
+            return
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
