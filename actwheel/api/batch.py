@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actwheel.api.body import read_object
 from actwheel.api.errors import json_response
 from actwheel.api.guard import caller_of
 from actwheel.errors import InvalidInput
 from actwheel.service import ControlPlane
-from actwheel.service.automations import MAX_BATCH
 
 __all__ = ["MAX_BATCH_BODY", "batch_routes"]
 
@@ -40,14 +39,7 @@ def batch_routes(control: ControlPlane) -> list[tuple[str, str, Any]]:
 
 
 async def _read_batch(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BATCH_BODY:
-        raise InvalidInput("body", f"{len(raw)} bytes", f"at most {MAX_BATCH_BODY} bytes ({MAX_BATCH} items)")
-    try:
-        body = orjson.loads(raw or b"{}")
-    except orjson.JSONDecodeError:
-        raise InvalidInput("body", f"{len(raw)} bytes (not shown)", "a JSON object {\"items\": [...]}") from None
-    if not isinstance(body, dict) or set(body) - {"items"}:
-        raise InvalidInput("body", body if not isinstance(body, dict) else sorted(body),
-                           "a JSON object with one field, items")
+    body = await read_object(request, max_bytes=MAX_BATCH_BODY)  # size, JSON, an object, no U+0000
+    if set(body) - {"items"}:
+        raise InvalidInput("body", sorted(body), "a JSON object with one field, items")
     return body

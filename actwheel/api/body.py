@@ -19,14 +19,15 @@ __all__ = ["MAX_BODY", "read_object"]
 MAX_BODY = 1 << 20
 
 
-async def read_object(request: Request) -> dict[str, Any]:
+async def read_object(request: Request, *, max_bytes: int = MAX_BODY) -> dict[str, Any]:
     """The body as a JSON object (``{}`` when empty).
 
-    :raises InvalidInput: ``field="body"``: too large, not JSON, or not an object
+    :raises InvalidInput: ``field="body"``: larger than ``max_bytes``, not JSON, or not an object;
+        the path of a string holding U+0000
     """
     raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise InvalidInput("body", f"{len(raw)} bytes", f"at most {MAX_BODY} bytes")
+    if len(raw) > max_bytes:
+        raise InvalidInput("body", f"{len(raw)} bytes", f"at most {max_bytes} bytes")
     try:
         body = orjson.loads(raw or b"{}")
     except orjson.JSONDecodeError as exc:

@@ -127,3 +127,11 @@ async def test_a_failing_create_in_a_group_fails_alone(world: World, monkeypatch
     assert status.pop("boom") == 409
     assert set(status.values()) == {201}
     assert sorted(a["name"] for a in await stored(world, "full_a")) == sorted(status)
+
+
+async def test_a_nul_in_a_batch_item_is_refused_naming_it_before_any_write(world: World) -> None:
+    items = [automation_body(name="fine"), automation_body(name="bad\u0000name")]
+    answer = await world.as_("full_a", "POST", "/v1/automations/batch", json={"items": items})
+    assert (answer.status_code, answer.json()["error"]["field"]) == (422, "items[1].name")
+    listed = await world.as_("full_a", "GET", "/v1/automations")
+    assert [a["name"] for a in listed.json()["items"]] == []
