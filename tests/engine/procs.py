@@ -31,13 +31,19 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+from services import services_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVDATA = Path(os.environ.get("ACTWHEEL_DEVDATA") or ROOT / ".devdata")
-RMQ_NODE = "actwheel@localhost"
-RMQ_DIR = DEVDATA / "rabbitmq"
+#: What ops/dev-services chose for this checkout (a second checkout on one machine gets its own node
+#: name, ports and — as root in a folder the service users cannot traverse — its own data folder).
+_CHOSEN = services_env(DEVDATA)
+RMQ_NODE = _CHOSEN.get("RMQ_NODE", "actwheel@localhost")
+SERVICE_DATA = Path(_CHOSEN.get("SERVICE_DATA") or DEVDATA)
+RMQ_DIR = SERVICE_DATA / "rabbitmq"
+RMQ_DIST_PORT = _CHOSEN.get("RMQ_DIST_PORT", "25680")
 RMQ_USER = "actwheel"
-PG_DATA = DEVDATA / "postgres" / "data"
+PG_DATA = SERVICE_DATA / "postgres" / "data"
 
 T = TypeVar("T")
 
@@ -193,6 +199,7 @@ def _rmq_env() -> dict[str, str]:
         "RABBITMQ_LOG_BASE": str(RMQ_DIR / "log"), "RABBITMQ_CONFIG_FILE": str(RMQ_DIR / "rabbitmq.conf"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(RMQ_DIR / "enabled_plugins"),
         "RABBITMQ_CONF_ENV_FILE": str(RMQ_DIR / "rabbitmq-env.conf"), "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "RABBITMQ_DIST_PORT": RMQ_DIST_PORT,
     }
 
 
