@@ -5,7 +5,20 @@ runs them after every other test, as tests/restarts. ``tests/engine`` holds the 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from instances import Instances  # after the sys.path entries above
+
+
+@pytest.fixture(scope="session")
+def fault_services() -> Iterator[Instances]:
+    """One throwaway PostgreSQL + RabbitMQ pair for every fault module (~18 s to boot, once).
+    A scenario may kill or stall them; each one leaves them running for the next."""
+    with Instances.create() as started:
+        yield started

@@ -1,5 +1,5 @@
 """The RabbitMQ link itself under faults, one AmqpBus at a time, on a throwaway broker of this module
-(:mod:`instances`, RabbitMQ only, ~10 s to boot), never the shared one:
+(:mod:`instances`, shared with test_faults.py), never the shared one:
 
 - a link that goes half-open (the proxy swallows everything, no FIN, no RST) is noticed and torn down,
   by a missing confirm or by the heartbeat alone, and the bus publishes and consumes again;
@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -29,10 +29,9 @@ from actwheel.errors import BusUnavailable
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Instances]:
-    with Instances.create(which=("rabbitmq",)) as started:
-        yield started
+@pytest.fixture
+def broker(fault_services: Instances) -> Instances:
+    return fault_services
 
 
 class Inbox:
@@ -103,9 +102,9 @@ async def test_a_half_open_link_is_torn_down_after_a_missing_confirm_and_the_bus
     """With aiormq's default heartbeat (60 s: a silent link is given up after 183 s) nothing came back.
 
     The broker still counts the silent connection's consumer until it misses two of its heartbeats
-    (10 s each), and may hand it the message meanwhile: hence the longer bound for the delivery."""
+    (3 s each here), and may hand it the message meanwhile: hence the longer bound for the delivery."""
     async with proxied("127.0.0.1", broker.rmq_port) as proxy, \
-            _bus(_via(broker.broker_url, proxy), publish_timeout=3.0) as (bus, inbox):
+            _bus(_via(broker.broker_url, proxy), publish_timeout=3.0, heartbeat_s=3) as (bus, inbox):
         first = _envelope()
         await bus.publish(bus.topology.events, "work.item", first)
         await inbox.expect(first.id, within=10)

@@ -12,7 +12,6 @@ no recovered run under clock skew).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,9 @@ from scenarios import broker_restarts, clock_skew, disk_full, network_faults
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
 
 
-@pytest.fixture(scope="module")
-def services() -> Iterator[Instances]:
-    with Instances.create() as started:
-        yield started
+@pytest.fixture
+def services(fault_services: Instances) -> Instances:
+    return fault_services
 
 
 async def test_broker_killed_three_times_in_a_row_consumers_are_back_within_30_s_and_nothing_is_lost(
@@ -60,9 +58,9 @@ async def test_a_half_open_broker_link_is_torn_down_and_runs_finish_again_withou
     With aiormq's default 60 s heartbeat the engine held it for ~3 min and no run finished within 60 s.
 
     The window outlasts the recovery: the broker keeps handing messages to the silent connection's
-    consumers until it misses two of their heartbeats (~20 s), so a 10 s window could end first."""
+    consumers until it misses two of their heartbeats (5 s each here), so the window outlasts that."""
     figures = await network_faults(services, tmp_path, link="rabbitmq", kind="half_open", fault_s=5.0,
-                                   automations=20, window_s=40)
+                                   automations=20, window_s=30)
     print(figures.as_dict())
     figures.assert_invariants()
     assert figures.details["proxy"][0]["silenced"] >= 1, figures.details

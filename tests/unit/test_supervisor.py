@@ -169,7 +169,13 @@ class Outaged(Actor):
         self.runs += 1
         self._outage.clear()
         self.mark_ready()
-        await self._outage.wait()
+        outage = asyncio.ensure_future(self._outage.wait())
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait((outage, stop), return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (outage, stop):
+            waiter.cancel()
+        if not self._outage.is_set():
+            return  # asked to stop: a clean exit, not the supervisor's 10 s grace
         raise RuntimeError("the broker went away")
 
 
