@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from itertools import groupby
 
 from actwheel.actors.base import Actor
+from actwheel.actors.sleeping import wait_or_wake
 from actwheel.bus.base import Bus
 from actwheel.bus.envelope import Envelope, decode
 from actwheel.clock import Clock
@@ -70,7 +71,7 @@ class CdcEmitter(Actor):
                 moved = 0
             if moved < self._batch and not self.stopping.is_set():
                 await self._housekeeping()
-                await self._store.wait_for_outbox(self._poll_s)
+                await wait_or_wake(self._store.wait_for_outbox(self._poll_s), self.stopping)
         await self.relay_until_empty()
 
     async def _housekeeping(self) -> None:

@@ -1,14 +1,15 @@
-"""Interruptible sleep on an injected clock."""
+"""Interruptible waits on an injected clock."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from typing import Any
 
 from actwheel.clock import Clock
 
-__all__ = ["sleep_or_wake"]
+__all__ = ["sleep_or_wake", "wait_or_wake"]
 
 
 async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event, precise: bool = False) -> None:
@@ -16,16 +17,27 @@ async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event, pr
 
     ``precise``: wake as close to the deadline as the clock can (:meth:`Clock.sleep_precisely`).
     """
-    if any(e.is_set() for e in events):
-        return
     sleep = clock.sleep_precisely if precise else clock.sleep
-    waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(sleep(seconds))]
-    waiters += [asyncio.ensure_future(e.wait()) for e in events]
+    await wait_or_wake(sleep(seconds), *events)
+
+
+async def wait_or_wake(waiting: Awaitable[Any], *events: asyncio.Event) -> None:
+    """Await ``waiting`` (an idle wait: a sleep, a wake-up signal), returning early when any of ``events``
+    is set, which cancels it; an error of ``waiting`` itself propagates."""
+    work = asyncio.ensure_future(waiting)
+    if any(e.is_set() for e in events):
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return
+    waiters: list[asyncio.Future[Any]] = [work, *(asyncio.ensure_future(e.wait()) for e in events)]
     try:
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()
-        for waiter in waiters:
+        for waiter in waiters[1:]:
             with contextlib.suppress(asyncio.CancelledError):
                 await waiter
+    with contextlib.suppress(asyncio.CancelledError):
+        await work

@@ -96,3 +96,22 @@ async def test_one_sqlite_relay_publishes_everything_in_order(tmp_path: Path) ->
     finally:
         await bus.stop()
         await store.stop()
+
+
+async def test_an_idle_relay_stops_at_once_not_after_its_poll_interval(tmp_path: Path) -> None:
+    """It waited out ``poll_s`` (1 s by default) on every engine stop: the wait now ends with the stop."""
+    store = open_store(f"sqlite:///{tmp_path / 'relay.db'}", clock=VirtualClock(T0))
+    await store.start()
+    bus = MemoryBus(clock=VirtualClock(T0))
+    await bus.start()
+    try:
+        relay = CdcEmitter(store=store, bus=bus, clock=VirtualClock(T0), poll_s=3600.0)
+        running = asyncio.create_task(relay.run())
+        await asyncio.wait_for(relay.ready.wait(), 5)
+        for _ in range(20):
+            await asyncio.sleep(0)  # let it reach its idle wait
+        relay.request_stop()
+        await asyncio.wait_for(running, 5)  # a bound for the test, against the relay's 3600 s
+    finally:
+        await bus.stop()
+        await store.stop()

@@ -6,7 +6,9 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
-from actwheel.actors.sleeping import sleep_or_wake
+import pytest
+
+from actwheel.actors.sleeping import sleep_or_wake, wait_or_wake
 from actwheel.clock import SystemClock, VirtualClock
 
 
@@ -54,3 +56,28 @@ async def test_short_waits_are_plain_sleeps() -> None:
     clock = SystemClock()
     await clock.sleep_precisely(0.002)
     assert clock._spun_s == 0.0
+
+
+async def test_wait_or_wake_cancels_the_wait_when_an_event_is_set() -> None:
+    never = asyncio.Event()
+    waiting = asyncio.ensure_future(never.wait())
+    woken = asyncio.Event()
+    waiter = asyncio.create_task(wait_or_wake(waiting, woken))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    woken.set()
+    await asyncio.wait_for(waiter, 1)
+    assert waiting.cancelled()
+
+
+async def test_wait_or_wake_returns_with_its_wait_and_passes_the_wait_error_on() -> None:
+    woken = asyncio.Event()
+    await asyncio.wait_for(wait_or_wake(asyncio.sleep(0), woken), 1)
+
+    async def broken() -> None:
+        raise RuntimeError("the listener connection is gone")
+
+    with pytest.raises(RuntimeError, match="listener"):
+        await wait_or_wake(broken(), woken)
+    woken.set()
+    await wait_or_wake(broken(), woken)  # already woken: the wait is not even started
