@@ -52,6 +52,7 @@ from actwheel.storage.records import (
     RunStatus,
 )
 from actwheel.storage.retry import in_transaction
+from actwheel.storage.trail import pipeline_entry
 
 __all__ = ["MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result", "owner_inactive",
            "request_of"]
@@ -369,10 +370,12 @@ def _bounded_error(error: str | None) -> str | None:
 
 
 def _audit_rows(finish: _Finish, actor: str) -> list[NewAuditEntry]:
-    run = finish.run
-    return [NewAuditEntry(event_id=f"{run.id}:{run.attempt}:{i}", phase=record.phase, actor=actor, run_id=run.id,
-                          automation_id=run.automation_id, details=record.details, occurred_at=record.at)
-            for i, record in enumerate(finish.outcome.audit)]
+    """One trail row for the attempt's phases (read back as one entry per phase)."""
+    run, phases = finish.run, finish.outcome.audit
+    if not phases:
+        return []
+    return [pipeline_entry(event_id=f"{run.id}:{run.attempt}", actor=actor, run_id=run.id,
+                           automation_id=run.automation_id, phases=phases)]
 
 
 def _dead_letter(finish: _Finish) -> NewDeadLetter:

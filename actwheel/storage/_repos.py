@@ -65,6 +65,7 @@ from actwheel.storage.records import (
     SecretRecord,
     SecurityEvent,
 )
+from actwheel.storage.trail import expand_all
 
 __all__ = ["SqlTransaction"]
 
@@ -161,11 +162,12 @@ class SqlAudit(AuditRepository):
         return len(await self._sql.fetch_rows("append_audit", rows))
 
     async def trail(self, run_id: str) -> list[AuditEntry]:
-        return [audit_entry_of(r) for r in await self._sql.fetch("audit_trail", {"run_id": run_id})]
+        return expand_all(audit_entry_of(r) for r in await self._sql.fetch("audit_trail", {"run_id": run_id}))
 
     async def for_automation(self, automation_id: str, limit: int = 100) -> list[AuditEntry]:
         params = {"automation_id": automation_id, "limit": codec.limit(limit)}
-        return [audit_entry_of(r) for r in await self._sql.fetch("audit_for_automation", params)]
+        rows = await self._sql.fetch("audit_for_automation", params)
+        return expand_all(audit_entry_of(r) for r in rows)[-limit:]
 
 
 def _names(field: str, value: Any) -> JsonText:

@@ -459,7 +459,8 @@ class AuditRepository(ABC):
 
     @abstractmethod
     async def trail(self, run_id: str) -> list[AuditEntry]:
-        """A run's entries in the order they were appended."""
+        """A run's entries in the order they were appended, a packed pipeline row as its phases
+        (:mod:`actwheel.storage.trail`)."""
 
     @abstractmethod
     async def for_automation(self, automation_id: str, limit: int = 100) -> list[AuditEntry]:

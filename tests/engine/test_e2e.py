@@ -45,6 +45,10 @@ async def assert_full_trail(engine, run_id: str) -> None:
     assert phases[:5] == PHASES, phases
     assert trail[3].details["state"] == "started"
     assert trail[4].details["state"] == "completed"
+    # one stored row for the attempt's phases (issue 15), read back one entry per phase as before
+    assert len({entry.seq for entry in trail[:5]}) == 1, trail
+    assert [entry.event_id for entry in trail[:5]] == [f"{run_id}:{run.attempt}:{i}" for i in range(5)]
+    assert [entry.occurred_at for entry in trail[:5]] == sorted(entry.occurred_at for entry in trail[:5])
 
 
 def _seconds_from_now(stack: Stack, seconds: int) -> str:

@@ -1,0 +1,63 @@
+"""One trail row per run attempt (issue 15): a packed pipeline row is stored once and read back as its
+phases, on both databases; rows of one phase each (an older version's, the auditor's) read as they are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from storage_harness import make_automation, make_run
+
+from actwheel.storage import Store
+from actwheel.storage.records import AuditEntry, NewAuditEntry
+from actwheel.storage.trail import PIPELINE_PHASE, expand, pipeline_entry
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str
+    at: datetime
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+PHASES = [Phase("DISPATCH", T0, {"type": "simple.op"}), Phase("PERMISSION", T0 + timedelta(milliseconds=1)),
+          Phase("EXECUTE", T0 + timedelta(milliseconds=7), {"state": "completed", "duration_ms": 6.5})]
+
+
+async def test_a_pipeline_row_is_one_row_read_back_as_its_phases(store: Store) -> None:
+    automation = await make_automation(store)
+    run = await make_run(store, automation)
+    older = NewAuditEntry(event_id=f"{run.id}:ready", phase="LIFECYCLE", actor="auditor", run_id=run.id,
+                          automation_id=automation.id, details={"event": "run.ready"}, occurred_at=T0)
+    packed = pipeline_entry(event_id=f"{run.id}:1", actor="router-1", run_id=run.id, automation_id=automation.id,
+                            phases=PHASES)
+    async with store.transaction() as tx:
+        assert await tx.audit.append_many([older, packed]) == 2
+        assert await tx.audit.append(packed) is False  # idempotent by event id, like every row
+
+    async with store.transaction() as tx:
+        trail = await tx.audit.trail(run.id)
+        latest = await tx.audit.for_automation(automation.id, limit=2)
+
+    assert [e.phase for e in trail] == ["LIFECYCLE", "DISPATCH", "PERMISSION", "EXECUTE"]
+    assert [e.event_id for e in trail[1:]] == [f"{run.id}:1:{i}" for i in range(3)]
+    assert [e.occurred_at for e in trail[1:]] == [p.at for p in PHASES]
+    assert trail[3].details == {"state": "completed", "duration_ms": 6.5}
+    assert {e.actor for e in trail[1:]} == {"router-1"}
+    assert len({e.seq for e in trail[1:]}) == 1  # one row
+    assert [e.phase for e in latest] == ["PERMISSION", "EXECUTE"]  # the limit counts phases, not rows
+
+
+def test_a_row_that_is_not_a_pipeline_row_expands_to_itself() -> None:
+    entry = AuditEntry(seq=1, event_id="e", phase=PIPELINE_PHASE, actor="x", run_id="r", automation_id=None,
+                       details={"phases": "not a list"}, occurred_at=T0)
+    assert expand(entry) == [entry]
+
+
+def test_a_pipeline_row_needs_a_phase() -> None:
+    with pytest.raises(ValueError, match="at least one phase"):
+        pipeline_entry(event_id="e", actor="x", run_id="r", automation_id=None, phases=[])
