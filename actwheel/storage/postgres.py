@@ -49,6 +49,8 @@ _UNREACHABLE = (
     OSError,
 )
 
+#: Seconds each statement of a migration may take (and the wait for another process's migration lock).
+MIGRATION_TIMEOUT_S = 600.0
 _CLOSED_MARKERS = ("connection has been released back to the pool", "connection is closed")
 
 
@@ -341,12 +343,18 @@ class PostgresStore(Store):
             )
         except Exception as exc:
             raise StorageUnavailable(f"cannot connect to {redact_url(self._dsn)}: {exc}") from exc
-        async with self._connection() as conn:
-            schema = await _PgRunner(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
-        assert schema is not None
-        self._channel = _channel(str(schema["schema"]))
-        if self._migrate_on_start:
-            await self.migrate()
+        try:
+            async with self._connection() as conn:
+                schema = await _PgRunner(conn, self._queries, self._statement_timeout).fetchrow("current_schema")
+            assert schema is not None
+            self._channel = _channel(str(schema["schema"]))
+            if self._migrate_on_start:
+                await self.migrate()
+        except BaseException:  # a start that failed leaves no connection open behind it
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.terminate()
+            raise
 
     async def stop(self) -> None:
         self._stopped = True
@@ -410,9 +418,34 @@ class PostgresStore(Store):
                 yield conn, tr
                 return
 
+    @asynccontextmanager
+    async def _migration_transaction(self) -> AsyncIterator[_PgRunner]:
+        """A transaction on a connection of its own, whose every statement (COMMIT too) may take
+        :data:`MIGRATION_TIMEOUT_S`: the pool's connections are bound by the statement timeout."""
+        timeout = max(self._statement_timeout, MIGRATION_TIMEOUT_S)
+        with _mapped():
+            conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout, command_timeout=timeout)
+        try:
+            await _set_codecs(conn)
+            tr = conn.transaction()
+            with _mapped():
+                await tr.start()
+            try:
+                yield _PgRunner(conn, self._queries, timeout)
+                with _mapped(at_commit=True):
+                    await tr.commit()
+            except BaseException:
+                await asyncio.shield(_rollback_quietly(tr, conn))
+                raise
+        finally:
+            await asyncio.shield(_close_quietly(conn, self._connect_timeout))
+
     async def migrate(self) -> list[str]:
+        """Apply what is missing, in one transaction. A migration's statements get
+        :data:`MIGRATION_TIMEOUT_S` each, not the store's per-statement bound (an index build on a big
+        table is not a slow query)."""
         applied: list[str] = []
-        async with self._transaction() as sql:
+        async with self._migration_transaction() as sql:
             # The lock first: two processes must not both create the version table.
             await sql.fetch("migration_lock")
             await sql.fetch("create_migrations_table")

@@ -211,3 +211,23 @@ async def test_a_statement_timeout_is_not_retried(pg_url: str) -> None:
         await store.stop()
     assert calls == [1]
     assert not isinstance(info.value, TransientStorageError)
+
+
+@pytest.mark.postgres
+async def test_migrations_are_not_bound_by_the_statement_timeout(pg_url: str) -> None:
+    """A 0.2 s statement bound once failed a start whose migrations took longer on a loaded machine."""
+    store = PostgresStore(pg_url, statement_timeout_s=0.001)
+    try:
+        await store.start()  # every migration of a fresh schema, each statement far over 1 ms
+        assert await store.migrate() == []  # all of them applied
+    finally:
+        await store.stop()
+
+
+@pytest.mark.postgres
+async def test_a_failed_start_closes_the_connections_it_opened(pg_url: str) -> None:
+    store = PostgresStore(pg_url, statement_timeout_s=0.2)
+    store._queries = {**store._queries, "current_schema": Query("current_schema", "select pg_sleep(5)", ())}
+    with pytest.raises(StorageUnavailable, match="timed out"):
+        await store.start()
+    assert store._pool is None  # terminated, not left for the garbage collector to warn about
