@@ -24,9 +24,10 @@ MCP_RUN_NOW_MODES: tuple[str, ...] = ("auto", "elicit", "token", "deny")
 
 
 def instance_id(env: Mapping[str, str] | None = None) -> str:
-    """``HOSTNAME`` if set, else ``pid-<pid>`` (docs/design.md: scaling out)."""
+    """``ACTWHEEL_INSTANCE`` if set (a worker of ``actwheel run --workers``), else ``HOSTNAME``, else
+    ``pid-<pid>`` (docs/design.md: scaling out)."""
     env = os.environ if env is None else env
-    return env.get("HOSTNAME") or f"pid-{os.getpid()}"
+    return env.get("ACTWHEEL_INSTANCE") or env.get("HOSTNAME") or f"pid-{os.getpid()}"
 
 
 def is_loopback(host: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from actwheel.api.app import create_app
+from actwheel.commands.workers import HTTP_FD_ENV, WorkerPool, check_scalable, listening_socket
 from actwheel.engine import Engine
 from actwheel.errors import ActwheelError
 from actwheel.logs import configure_logging
@@ -46,8 +47,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="LOCAL EXPERIMENTS ONLY: no API keys, every request is the local owner with every "
                              "scope (refused unless --http is a loopback address; env ACTWHEEL_INSECURE_NO_AUTH)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="engine processes on this machine, sharing the --http socket (more than 1 needs "
+                             "PostgreSQL and RabbitMQ; see docs/operations.md)")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """The options a worker of ``--workers`` runs with: this command's, without ``--workers``."""
+    argv = ["--http", args.http, "--log-level", args.log_level]
+    for flag, value in (("--broker", args.broker), ("--database", args.database), ("--actors", args.actors)):
+        if value is not None:
+            argv += [flag, value]
+    argv += ["--no-partition-leases"] if args.no_partition_leases else []
+    argv += ["--insecure-no-auth"] if args.insecure_no_auth else []
+    return argv
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -60,9 +75,16 @@ def _run(args: argparse.Namespace) -> int:
             partition_leases=False if args.no_partition_leases else None,
             auth=False if args.insecure_no_auth else None)
         factory = loop_factory(os.environ.get("ACTWHEEL_LOOP", "asyncio"))
+        check_scalable(settings, args.workers)
+        if args.workers > 1:
+            sock = listening_socket(host, port)
     except ActwheelError as exc:
         print(f"actwheel run: {exc}", file=sys.stderr)
         return 2
+    if args.workers > 1:
+        with sock:
+            pool = WorkerPool(_worker_argv(args), args.workers, settings.instance, sock, grace_s=settings.grace_s + 10)
+            return pool.run()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(settings))
 
@@ -107,8 +129,10 @@ async def serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     app = create_app(engine.control)
-    server = uvicorn.Server(uvicorn.Config(app, host=settings.http_host, port=settings.http_port,
-                                           log_level="warning", lifespan="off", access_log=False))
+    inherited = os.environ.get(HTTP_FD_ENV)  # a worker of --workers: the parent's listening socket
+    where: dict[str, Any] = {"fd": int(inherited)} if inherited else {"host": settings.http_host,
+                                                                      "port": settings.http_port}
+    server = uvicorn.Server(uvicorn.Config(app, **where, log_level="warning", lifespan="off", access_log=False))
     http: asyncio.Task[None] | None = None
     mcp = AsyncExitStack()
     try:

@@ -82,7 +82,7 @@ class EngineProcess:
 
     def __init__(self, instance: str, *, database: str, broker: str, log_dir: Path,
                  actors: Sequence[str] | None = None, partition_leases: bool = True,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, extra_args: Sequence[str] = ()) -> None:
         self.instance = instance
         self.port = free_port()
         self._database = database
@@ -91,6 +91,7 @@ class EngineProcess:
         self._actors = actors
         self._partition_leases = partition_leases
         self._env = env or {}
+        self._extra_args = list(extra_args)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.starts = 0
@@ -110,7 +111,7 @@ class EngineProcess:
             cmd += ["--actors", ",".join(self._actors)]
         if not self._partition_leases:
             cmd.append("--no-partition-leases")
-        return cmd
+        return cmd + self._extra_args
 
     def start(self) -> None:
         """Spawn the process (output appended to :attr:`log_path`)."""
@@ -140,6 +141,10 @@ class EngineProcess:
         if self._proc is None or self._proc.poll() is not None:
             code = None if self._proc is None else self._proc.returncode
             raise AssertionError(f"{self.instance} exited with {code}\n{self.tail()}")
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
 
     @property
     def alive(self) -> bool:
