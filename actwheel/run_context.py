@@ -8,15 +8,16 @@ the others' helpers. Pure: no IO, no imports beyond the standard library.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 __all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "DRY_RUN_KEY", "OWNER_KEY", "RESERVED_PREFIX",
-           "TRANSIENT_KEY", "owner_snapshot"]
+           "TRANSIENT_KEY", "acting_agent", "owner_snapshot"]
 
 #: Every engine-owned context key starts with this; a request's own context may not use it.
 RESERVED_PREFIX: Final = "$"
-#: The owner snapshot ``{id, scopes}`` taken when the run was created (who asked, with what authority).
+#: The owner snapshot ``{id, scopes[, agent_id]}`` taken when the run was created (who asked, with what
+#: authority, and the owner's agent it acts as, if any).
 OWNER_KEY: Final = "$owner"
 #: The transient (``durable: false``) automation that fired the run.
 TRANSIENT_KEY: Final = "$transient"
@@ -29,6 +30,17 @@ CANCELED_DISABLED: Final = "automation_disabled"
 CANCELED_DELETED: Final = "automation_deleted"
 
 
-def owner_snapshot(owner_id: str, scopes: Iterable[str]) -> dict[str, Any]:
-    """The value of :data:`OWNER_KEY`: the owner and the scopes the run may use, sorted (stable JSON)."""
-    return {"id": owner_id, "scopes": sorted(scopes)}
+def owner_snapshot(owner_id: str, scopes: Iterable[str], agent_id: str | None = None) -> dict[str, Any]:
+    """The value of :data:`OWNER_KEY`: the owner and the scopes the run may use, sorted (stable JSON),
+    and the agent of the owner's it acts as (an agent-bound key's request, an agent's automation)."""
+    snapshot: dict[str, Any] = {"id": owner_id, "scopes": sorted(scopes)}
+    if agent_id is not None:
+        snapshot["agent_id"] = agent_id
+    return snapshot
+
+
+def acting_agent(context: Mapping[str, Any]) -> str | None:
+    """The agent id of a run's owner snapshot; None when the run acts as its owner itself."""
+    owner = context.get(OWNER_KEY)
+    agent = owner.get("agent_id") if isinstance(owner, Mapping) else None
+    return agent if isinstance(agent, str) else None

@@ -37,7 +37,7 @@ from actwheel.logs import get_logger
 from actwheel.messages import ActionRequested, CompletedAction, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY
+from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY, acting_agent
 from actwheel.service import ActionService
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
@@ -46,6 +46,7 @@ from actwheel.storage.records import (
     NewOutboxMessage,
     Origin,
     Principal,
+    PrincipalKind,
     PrincipalStatus,
     Run,
     RunOutcome,
@@ -172,11 +173,12 @@ class ExecutorRouter(ConsumerActor):
             async with _released_on_error(self._slots, len(ids)), self._store.transaction() as tx:
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
                 # once per claimed batch, never cached across batches: a ban bites on the next claim
-                owners = await tx.principals.get_many(sorted({r.owner_id for r in claimed})) if claimed else {}
+                principals = await tx.principals.get_many(_principals_of(claimed)) if claimed else {}
             for _ in range(len(ids) - len(claimed)):
                 self._slots.release()
             for run in claimed:
-                authority = authority_of(run, owners.get(run.owner_id), implicit=self._implicit_owners)
+                authority = authority_of(run, principals.get(run.owner_id), implicit=self._implicit_owners,
+                                         agent=principals.get(acting_agent(run.context) or ""))
                 self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run, authority),
                                                                     name=f"run:{run.id}"))
             claimed_all.extend(claimed)
@@ -293,30 +295,49 @@ async def _released_on_error(slots: asyncio.Semaphore, count: int) -> AsyncItera
         raise
 
 
-def authority_of(run: Run, owner: Principal | None, *, implicit: bool = False) -> Grant | None:
+def _principals_of(runs: Sequence[Run]) -> list[str]:
+    """The owners of ``runs`` and the agents they act as (read together, once per claimed batch)."""
+    ids = {r.owner_id for r in runs} | {a for r in runs if (a := acting_agent(r.context)) is not None}
+    return sorted(ids)
+
+
+def authority_of(run: Run, owner: Principal | None, *, implicit: bool = False,
+                 agent: Principal | None = None) -> Grant | None:
     """What ``run`` may do, decided when it is dispatched against its owner as they are now; ``None``:
-    the owner is missing or banned (the run is SKIPPED(owner_inactive), its executor never called).
+    the owner is missing or banned, or the owner's agent the run acts as is banned (the run is
+    SKIPPED(owner_inactive), its executor never called).
 
     Scheduled, event and retried runs act with the owner's ceiling; a manual run or an ad hoc request
-    with what its requester held (the snapshot) ∩ the owner's ceiling. With ``implicit``, a missing
-    owner's ceiling is every scope: a manual run or a request still acts only within its snapshot.
+    with what its requester held (the snapshot) ∩ the owner's ceiling. A run that acts as one of the
+    owner's agents (an agent's automation, an agent-bound key's request) is held to that agent's
+    ceiling too; an ``agent_id`` label that names no agent of this owner is only a label. With
+    ``implicit``, a missing owner's ceiling is every scope: a manual run or a request still acts only
+    within its snapshot.
     """
     if owner is None and not implicit:
         return None
     if owner is not None and owner.status is PrincipalStatus.BANNED:
         return None
     ceiling = Grant.all() if owner is None else grant_of(owner.scopes)
+    if agent is not None and agent.kind is PrincipalKind.AGENT and agent.parent_id == run.owner_id:
+        if agent.status is PrincipalStatus.BANNED:
+            return None
+        ceiling = ceiling.intersect(grant_of(agent.scopes))
     if run.origin in (Origin.MANUAL, Origin.REQUEST):
         return ceiling.intersect(grant_of((run.context.get(OWNER_KEY) or {}).get("scopes", [])))
     return ceiling
 
 
 def owner_inactive(run: Run, now: datetime) -> DispatchOutcome:
-    """The outcome of a run whose owner is missing or banned: SKIPPED, with its audit row."""
+    """The outcome of a run whose owner (or the owner's agent it acts as) is missing or banned: SKIPPED,
+    with its audit row."""
+    agent = acting_agent(run.context)
+    who = f"owner {run.owner_id!r}" + (f" or its agent {agent!r}" if agent else "")
+    details = {"granted": False, "reason": OWNER_INACTIVE, "owner_id": run.owner_id}
     return DispatchOutcome(
         status=RunStatus.SKIPPED.value, reason=OWNER_INACTIVE, executor_type=run.action_type,
-        result=ActionResult.fail(f"owner {run.owner_id!r} is missing or banned", retryable=False, code=OWNER_INACTIVE),
-        audit=(AuditRecord("PERMISSION", {"granted": False, "reason": OWNER_INACTIVE, "owner_id": run.owner_id}, now),))
+        result=ActionResult.fail(f"{who} is missing or banned", retryable=False, code=OWNER_INACTIVE),
+        audit=(AuditRecord("PERMISSION", details | ({"agent_id": agent} if agent else {}), now),))
 
 
 def request_of(run: Run, authority: Grant) -> DispatchRequest:

@@ -30,7 +30,7 @@ _OWNER_INACTIVE = "owner_inactive"
 
 def owner_context(automation: Automation) -> dict[str, Any]:
     """The context every run of ``automation`` starts from: who it runs for, with what authority."""
-    return {OWNER_KEY: owner_snapshot(automation.owner_id, _OWNER_SCOPES)}
+    return {OWNER_KEY: owner_snapshot(automation.owner_id, _OWNER_SCOPES, automation.agent_id)}
 
 
 def schedule_dedupe_key(instant: datetime) -> str:

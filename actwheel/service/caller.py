@@ -52,4 +52,4 @@ class Caller:
 def caller_snapshot(caller: Caller) -> dict[str, Any]:
     """The run-context owner snapshot of a run ``caller`` asked for: its concrete scopes today
     (the router intersects them with the owner's ceiling when the run is dispatched)."""
-    return owner_snapshot(caller.owner_id, caller.grant.expanded())
+    return owner_snapshot(caller.owner_id, caller.grant.expanded(), caller.agent_id)

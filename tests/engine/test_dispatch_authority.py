@@ -471,3 +471,69 @@ async def test_a_claim_split_in_chunks_reads_the_owners_once_per_chunk(stack: St
         assert reads == [["alice"]] * 3
         assert {r.status for r in done} == {RunStatus.SUCCEEDED}
         assert sorted(h.spy.executed) == sorted(runs)
+
+
+# --- an agent's runs: the agent's own ban and ceiling bite at dispatch too ------------------------------
+
+BOT = Caller("alice", frozenset(OWNER_CEILING), principal_id="bot", kind="agent", agent_id="bot")
+
+
+async def add_agent(h: Harness, agent_id: str = "bot", parent: str = "alice") -> None:
+    async with h.engine.store.transaction() as tx:
+        await tx.principals.create(NewPrincipal(id=agent_id, kind=PrincipalKind.AGENT, parent_id=parent,
+                                                scopes=OWNER_CEILING))
+
+
+async def test_a_banned_agents_runs_are_skipped_while_its_owners_own_run_on(stack: Stack, tmp_path: Path) -> None:
+    async with Harness(stack, tmp_path, NO_ROUTER) as h:
+        await add_agent(h)
+        agents = await h.engine.control.automations.run_now(BOT, await h.automation(caller=BOT))
+        owners = await h.engine.control.automations.run_now(ALICE, await h.automation())
+        assert agents.context["$owner"]["agent_id"] == "bot"
+        await h.ban("bot")
+        skipped, ran = await h.dispatch([agents.id, owners.id])
+        await assert_owner_inactive(h, skipped)
+        assert permission_row(await h.trail(skipped.id))["agent_id"] == "bot"
+        assert "agent 'bot'" in (skipped.error or "")
+        assert (ran.status, h.spy.executed) == (RunStatus.SUCCEEDED, [owners.id])
+
+
+async def test_a_scheduled_run_of_an_agents_automation_is_held_to_the_agents_ceiling(stack: Stack,
+                                                                                      tmp_path: Path) -> None:
+    async with Harness(stack, tmp_path, NO_ROUTER) as h:
+        await add_agent(h)
+        at = stack.clock.now().replace(microsecond=0) + timedelta(seconds=2)
+        automation_id = await h.automation(trigger={"type": "once", "at": _iso(at)}, caller=BOT)
+
+        async def planned() -> list[Run]:
+            await stack.clock.advance_and_settle(0.5)
+            return await h.runs_of(automation_id)
+
+        [run] = await eventually(planned, within=10, what="the wheel to fire and the planner to plan")
+        assert run.context["$owner"] == {"id": "alice", "scopes": [], "agent_id": "bot"}
+        await h.set_ceiling(["automation:read", "automation:write"], principal_id="bot")  # the owner keeps SCOPE
+        [done] = await h.dispatch([run.id])
+        assert (done.status, done.reason) == (RunStatus.FAILED, "permission")
+        assert h.spy.executed == []
+        assert permission_row(await h.trail(run.id))["required"] == [SCOPE]
+
+
+async def test_an_agent_id_label_naming_no_agent_of_the_owner_is_only_a_label(stack: Stack, tmp_path: Path) -> None:
+    async with Harness(stack, tmp_path, NO_ROUTER) as h:
+        async with h.engine.store.transaction() as tx:  # someone else's agent, banned
+            await tx.principals.create(NewPrincipal(id="bob", kind=PrincipalKind.USER, scopes=OWNER_CEILING))
+        await add_agent(h, "bobs-bot", parent="bob")
+        await h.ban("bobs-bot")
+        at = stack.clock.now().replace(microsecond=0) + timedelta(seconds=2)
+        payload = {"trigger": {"type": "once", "at": _iso(at)}, "action": SPY_ACTION,
+                   "labels": {"agent_id": "bobs-bot"}}
+        automation = await h.engine.control.automations.create(ALICE, payload)
+
+        async def planned() -> list[Run]:
+            await stack.clock.advance_and_settle(0.5)
+            return await h.runs_of(automation.id)
+
+        [run] = await eventually(planned, within=10, what="the wheel to fire and the planner to plan")
+        assert run.context["$owner"]["agent_id"] == "bobs-bot"  # the label is carried ...
+        [done] = await h.dispatch([run.id])
+        assert done.status is RunStatus.SUCCEEDED  # ... and names no agent of alice's: no effect
