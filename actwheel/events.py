@@ -61,6 +61,11 @@ class EventFactory:
         self._clock = clock
         self._source = source
 
+    @property
+    def source(self) -> str:
+        """Who publishes: this instance's envelope ``source``."""
+        return self._source
+
     def row(self, exchange: str, routing_key: str, message: Message,
             correlation_id: str | None = None) -> NewOutboxMessage:
         envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source=self._source,

@@ -18,7 +18,7 @@ from actwheel.actors.planning import Plan
 from actwheel.events import EventFactory, transition_of
 from actwheel.run_context import OWNER_KEY, owner_snapshot
 from actwheel.storage.base import Transaction
-from actwheel.storage.records import Automation, NewOutboxMessage, NewRun, Origin, Run, RunStatus
+from actwheel.storage.records import Automation, NewAuditEntry, NewOutboxMessage, NewRun, Origin, Run, RunStatus
 
 __all__ = ["announce_runs", "event_run", "owner_context", "planned_runs", "schedule_dedupe_key"]
 
@@ -75,3 +75,15 @@ async def announce_runs(tx: Transaction, events: EventFactory, runs: Sequence[Ru
     rows += extra
     if rows:
         await tx.outbox.append_many(rows)
+    refused = [_refused_at_planning(r, events.source) for r in runs if r.reason == _OWNER_INACTIVE]
+    if refused:
+        await tx.audit.append_many(refused)
+
+
+def _refused_at_planning(run: Run, actor: str) -> NewAuditEntry:
+    """The PERMISSION row of an instant SKIPPED(owner_inactive) when it was planned (the owner was banned
+    then), like the one the router writes for a run it refuses at dispatch."""
+    return NewAuditEntry(event_id=f"{run.id}:{run.attempt}:permission", phase="PERMISSION", actor=actor,
+                         run_id=run.id, automation_id=run.automation_id, occurred_at=run.created_at,
+                         details={"granted": False, "reason": _OWNER_INACTIVE, "owner_id": run.owner_id,
+                                  "at": "planning"})

@@ -537,3 +537,22 @@ async def test_an_agent_id_label_naming_no_agent_of_the_owner_is_only_a_label(st
         assert run.context["$owner"]["agent_id"] == "bobs-bot"  # the label is carried ...
         [done] = await h.dispatch([run.id])
         assert done.status is RunStatus.SUCCEEDED  # ... and names no agent of alice's: no effect
+
+
+async def test_an_instant_of_an_owner_banned_before_it_is_planned_is_skipped_with_its_permission_row(
+        stack: Stack, tmp_path: Path) -> None:
+    async with Harness(stack, tmp_path, NO_ROUTER) as h:
+        at = stack.clock.now().replace(microsecond=0) + timedelta(seconds=2)
+        automation_id = await h.automation(trigger={"type": "once", "at": _iso(at)})
+        await h.ban()
+
+        async def planned() -> list[Run]:
+            await stack.clock.advance_and_settle(0.5)
+            return await h.runs_of(automation_id)
+
+        [run] = await eventually(planned, within=10, what="the wheel to fire and the planner to plan")
+        assert (run.status, run.reason) == (RunStatus.SKIPPED, OWNER_INACTIVE)  # never PENDING, never claimed
+        row = permission_row(await h.trail(run.id))
+        assert (row["granted"], row["reason"], row["owner_id"], row["at"]) == (False, OWNER_INACTIVE, "alice",
+                                                                              "planning")
+        assert h.spy.executed == []
