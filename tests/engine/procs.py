@@ -77,6 +77,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: The engines' log level (``ACTWHEEL_TEST_ENGINE_LOG``, e.g. DEBUG to see what a failing scenario did).
+ENGINE_LOG_LEVEL = os.environ.get("ACTWHEEL_TEST_ENGINE_LOG", "WARNING")
+
+
 class EngineProcess:
     """One ``actwheel run`` subprocess; start it again after a kill with :meth:`start`."""
 
@@ -106,7 +110,7 @@ class EngineProcess:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "actwheel", "run", "--database", self._database, "--broker", self._broker,
-               "--http", f"127.0.0.1:{self.port}", "--log-level", "WARNING", "--insecure-no-auth"]
+               "--http", f"127.0.0.1:{self.port}", "--log-level", ENGINE_LOG_LEVEL, "--insecure-no-auth"]
         if self._actors:
             cmd += ["--actors", ",".join(self._actors)]
         if not self._partition_leases:

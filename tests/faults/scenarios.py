@@ -372,13 +372,28 @@ async def network_faults(services: Instances, log_dir: Path, *, link: str, kind:
                         await eventually(lambda: _is(client, proc, 200), within=60, what=f"{proc.instance} ready")
                         await _progress_after(database, healed, within=60)
                     except AssertionError as exc:  # what the engine said is what a reader of CI's log needs
-                        raise AssertionError(f"{exc}\n{proc.tail(80)}") from None
+                        raise AssertionError(f"{exc}\n{await _engine_state(client, proc)}\n{proc.tail(80)}") from None
                     recoveries.append(time.monotonic() - began)
                 await workload.wait_settled(_settle_budget(workload) + 30)
         figures.recovery_s = max(recoveries)
         figures.details.update({"readyz_503_during_fault": not_ready, "recovery_s": [round(r, 2) for r in recoveries],
                                 "proxy": [asdict(p.stats) for p in proxies]})
         return await workload.audit(figures)
+
+
+async def _engine_state(client: httpx.AsyncClient, proc: EngineProcess) -> str:
+    """The engine's own view when a recovery timed out: its actors (/readyz) and its bus and run metrics."""
+    lines = []
+    for path in ("/readyz", "/metrics"):
+        try:
+            text = (await client.get(f"{proc.url}{path}")).text
+        except httpx.HTTPError as exc:
+            text = f"unreachable: {exc!r}"
+        if path == "/metrics":
+            text = "\n".join(line for line in text.splitlines()
+                             if line.startswith(("actwheel_bus", "actwheel_runs", "actwheel_actor", "actwheel_outbox")))
+        lines.append(f"--- {path} ---\n{text}")
+    return "\n".join(lines)
 
 
 def _engine_env(kind: str) -> dict[str, str]:
