@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from actwheel.actors import queues
-from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
+from actwheel.batching import GroupCommitter
 from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.errors import ActwheelError, InvalidInput, StorageUnavailable
 from actwheel.messages import ActionsCompleted, RunsTransitioned, message_from_data

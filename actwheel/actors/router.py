@@ -24,11 +24,11 @@ from actwheel.actions.base import ActionResult
 from actwheel.actions.pipeline import AuditRecord, DispatchOutcome, DispatchPipeline, DispatchRequest
 from actwheel.actions.secrets import mask_secrets
 from actwheel.actors import queues
-from actwheel.actors.batching import GroupCommitter
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.auth.scopes import Grant, grant_of
+from actwheel.batching import GroupCommitter
 from actwheel.bus.base import Bus, Delivery
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
-from actwheel.actors.batching import GroupCommitter
+from actwheel.batching import GroupCommitter
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, FieldError, InvalidInput, NotFound, PermissionDenied
 from actwheel.events import EventFactory

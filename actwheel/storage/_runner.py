@@ -1,7 +1,8 @@
 """The seam between the repositories and a dialect: :class:`SqlRunner` runs the named queries
 of ``sql/<dialect>/queries.sql`` on one transaction's connection.
 
-The repositories (``_automations``, ``_runs``, ``_ontology``, ``_repos``) are written once
+The repositories (one module each: ``_automations``, ``_runs``, ``_ontology``, ``_outbox``,
+``_identity`` and the rest; ``_repos`` assembles them into a transaction) are written once
 against it; ``sqlite.py`` and ``postgres.py`` each implement it. Parameter names are the same
 in both dialects.
 """

@@ -146,6 +146,16 @@ def test_storage_knows_no_actor_face_or_bus() -> None:
     assert _breaches(modules_of("actwheel.storage"), imported_closure, lambda _: False, above_storage) == []
 
 
+def test_the_service_knows_no_actor_engine_or_face() -> None:
+    """The actors, the engine and the faces call the service; it loads none of them."""
+
+    def above_the_service(name: str) -> bool:
+        return any(_within(name, layer) for layer in ("actwheel.actors", "actwheel.engine", *FACES,
+                                                      "actwheel.commands", "actwheel.cli"))
+
+    assert _breaches(modules_of("actwheel.service"), imported_closure, lambda _: False, above_the_service) == []
+
+
 def test_executors_cannot_reach_what_moves_run_state() -> None:
     """An executor returns a result; the router moves the run.
 

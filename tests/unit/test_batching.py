@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from actwheel.actors.batching import GroupCommitter
+from actwheel.batching import GroupCommitter
 
 
 async def _until(condition: Callable[[], bool], rounds: int = 200) -> None:
