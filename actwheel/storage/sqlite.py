@@ -245,8 +245,24 @@ class SqliteStore(Store):
             "PRAGMA wal_autocheckpoint = 10000",
             "PRAGMA foreign_keys = ON",
         ):
-            await conn.execute(pragma)
+            await self._pragma(conn, pragma)
         return conn
+
+    async def _pragma(self, conn: aiosqlite.Connection, pragma: str) -> None:
+        """One PRAGMA, retried while the file is locked: switching a new file to WAL needs its exclusive
+        lock and SQLite answers "database is locked" at once, without its busy handler, when another
+        connection opening the same new file holds it (processes migrating one file at once)."""
+        delay, waited = 0.005, 0.0
+        while True:
+            try:
+                await conn.execute(pragma)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or waited * 1000 >= self._busy_timeout_ms:
+                    raise
+            await asyncio.sleep(delay)  # a retry backoff, bounded by busy_timeout in all
+            waited += delay
+            delay = min(delay * 2, 0.1)
 
     async def _ensure_incremental_vacuum(self) -> None:
         """Switch a database made before 0010 to ``auto_vacuum = INCREMENTAL``, which takes a VACUUM (a
