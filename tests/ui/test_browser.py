@@ -185,7 +185,9 @@ async def test_run_now_with_confirmation_and_keyboard_only_navigation(
     await page.keyboard.press("Enter")
     await page.wait_for_url(f"{base}/ui/automations/{automation.id}/run")
     assert await world.engine.control.runs.query(alice, automation_id=automation.id) == []
-    await page.keyboard.press("Enter")  # the confirm button has the focus
+    # the confirm button has the focus (autofocus lands after the load: pressing before it did nothing)
+    await page.wait_for_function("document.activeElement && document.activeElement.type === 'submit'")
+    await page.keyboard.press("Enter")
     await page.wait_for_url(f"{base}/ui/runs/*")
     runs = await world.engine.control.runs.query(alice, automation_id=automation.id)
     assert [r.status.value for r in runs] == ["PENDING"]
