@@ -177,8 +177,9 @@ class ExecutorRouter(ConsumerActor):
             for _ in range(len(ids) - len(claimed)):
                 self._slots.release()
             for run in claimed:
+                agent_id = acting_agent(run.context)
                 authority = authority_of(run, principals.get(run.owner_id), implicit=self._implicit_owners,
-                                         agent=principals.get(acting_agent(run.context) or ""))
+                                         agent=None if agent_id is None else principals.get(agent_id))
                 self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run, authority),
                                                                     name=f"run:{run.id}"))
             claimed_all.extend(claimed)

@@ -12,7 +12,7 @@ from actwheel.storage.base import AuditRepository
 from actwheel.storage.records import AuditEntry, NewAuditEntry
 from actwheel.storage.trail import expand_all
 
-__all__ = ['SqlAudit']
+__all__ = ["SqlAudit"]
 
 
 def _audit_row(i: int, e: NewAuditEntry) -> dict[str, Any]:

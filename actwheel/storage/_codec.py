@@ -175,6 +175,14 @@ def aware(field: str, value: Any) -> datetime | None:
     return value.astimezone(UTC)
 
 
+def req_aware(field: str, value: Any) -> datetime:
+    """A required timezone-aware datetime (converted to UTC), or :class:`InvalidInput`."""
+    when = aware(field, value)
+    if when is None:
+        raise InvalidInput(field, value, "a timezone-aware datetime")
+    return when
+
+
 def enum_value(field: str, enum: type[_E], value: Any) -> _E:
     try:
         return enum(value)

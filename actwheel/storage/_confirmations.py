@@ -18,13 +18,6 @@ from actwheel.storage.records import Confirmation, NewConfirmation
 __all__ = ["SqlConfirmations"]
 
 
-def _instant(field: str, value: Any) -> datetime:
-    """A required timezone-aware instant (UTC)."""
-    when = codec.aware(field, value)
-    if when is None:
-        raise InvalidInput(field, value, "a timezone-aware datetime")
-    return when
-
 
 def _confirmation_of(row: Mapping[str, Any]) -> Confirmation:
     return Confirmation(
@@ -47,7 +40,8 @@ class SqlConfirmations(ConfirmationRepository):
             "owner_id": codec.text_field("owner_id", new.owner_id), "key_id": str(new.key_id),
             "automation_id": codec.text_field("automation_id", new.automation_id),
             "automation_version": codec.version("automation_version", new.automation_version),
-            "created_at": _instant("created_at", new.created_at), "expires_at": _instant("expires_at", new.expires_at),
+            "created_at": codec.req_aware("created_at", new.created_at),
+            "expires_at": codec.req_aware("expires_at", new.expires_at),
         }
         try:
             row = await self._sql.guarded_row("insert_mcp_confirmation", params)
@@ -63,14 +57,14 @@ class SqlConfirmations(ConfirmationRepository):
 
     async def mark_used(self, confirmation_id: str, *, at: datetime, run_id: str) -> Confirmation:
         row = await self._sql.fetchrow("use_mcp_confirmation", {
-            "id": codec.text_field("confirmation_id", confirmation_id), "at": _instant("at", at),
+            "id": codec.text_field("confirmation_id", confirmation_id), "at": codec.req_aware("at", at),
             "run_id": codec.text_field("run_id", run_id)})
         if row is None:
             raise NotFound("confirmation", confirmation_id)
         return _confirmation_of(row)
 
     async def purge(self, before: datetime) -> int:
-        return len(await self._sql.fetch("purge_mcp_confirmations", {"before": _instant("before", before)}))
+        return len(await self._sql.fetch("purge_mcp_confirmations", {"before": codec.req_aware("before", before)}))
 
     async def server_key(self, name: str, candidate: bytes) -> bytes:
         if not isinstance(candidate, bytes) or len(candidate) < _MIN_SERVER_KEY:

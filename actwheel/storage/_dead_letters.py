@@ -9,7 +9,7 @@ from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import DeadLetterRepository
 from actwheel.storage.records import DeadLetterRecord, NewDeadLetter
 
-__all__ = ['SqlDeadLetters']
+__all__ = ["SqlDeadLetters"]
 
 
 class SqlDeadLetters(DeadLetterRepository):

@@ -11,7 +11,7 @@ from actwheel.storage import _codec as codec
 from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import IdempotencyRepository
 
-__all__ = ['SqlIdempotency']
+__all__ = ["SqlIdempotency"]
 
 
 #: The largest outcome one idempotency key may hold (a batch's ids fit: 20k uuids ≈ 0.8 MB).

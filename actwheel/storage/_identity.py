@@ -29,7 +29,7 @@ from actwheel.storage.records import (
     SecurityEvent,
 )
 
-__all__ = ['SqlApiKeys', 'SqlPrincipals', 'SqlSecurityEvents']
+__all__ = ["SqlApiKeys", "SqlPrincipals", "SqlSecurityEvents"]
 
 
 def _names(field: str, value: Any) -> JsonText:
@@ -171,13 +171,6 @@ class SqlPrincipals(PrincipalRepository):
         return int(row["n"]) if row is not None else 0
 
 
-def _instant(field: str, value: Any) -> datetime:
-    """A required timezone-aware instant (UTC)."""
-    when = codec.aware(field, value)
-    if when is None:
-        raise InvalidInput(field, value, "a timezone-aware datetime")
-    return when
-
 
 def _api_key_params(new: NewApiKey) -> dict[str, Any]:
     return {
@@ -241,14 +234,14 @@ class SqlApiKeys(ApiKeyRepository):
 
     async def mark_replaced(self, key_id: str, replaced_by: str, grace_until: datetime) -> ApiKey:
         params = {"id": key_id, "replaced_by": codec.text_field("replaced_by", replaced_by),
-                  "grace_until": _instant("grace_until", grace_until)}
+                  "grace_until": codec.req_aware("grace_until", grace_until)}
         row = await self._sql.fetchrow("mark_api_key_replaced", params)
         if row is None:
             raise NotFound("api_key", key_id)
         return api_key_of(row)
 
     async def touch(self, key_id: str, at: datetime) -> None:
-        await self._sql.fetch("touch_api_key", {"id": key_id, "at": _instant("at", at)})
+        await self._sql.fetch("touch_api_key", {"id": key_id, "at": codec.req_aware("at", at)})
 
 
 #: A detail field whose lower-cased name contains one of these is refused: security events are

@@ -11,7 +11,7 @@ from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import PartitionLeaseRepository
 from actwheel.storage.records import PartitionLease
 
-__all__ = ['SqlPartitionLeases']
+__all__ = ["SqlPartitionLeases"]
 
 
 class SqlPartitionLeases(PartitionLeaseRepository):

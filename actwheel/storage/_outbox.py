@@ -18,7 +18,7 @@ from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import OutboxRepository
 from actwheel.storage.records import NewOutboxMessage, OutboxMessage
 
-__all__ = ['SqlOutbox']
+__all__ = ["SqlOutbox"]
 
 
 def _outbox_row(i: int, m: NewOutboxMessage) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import StoredSecretRepository
 from actwheel.storage.records import SecretRecord
 
-__all__ = ['SqlSecrets']
+__all__ = ["SqlSecrets"]
 
 
 def _ciphertext(value: Any) -> bytes:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from actwheel.errors import Conflict, IntegrityViolation, InvalidInput
+from actwheel.errors import Conflict, IntegrityViolation
 from actwheel.storage import _codec as codec
 from actwheel.storage._runner import SqlRunner
 from actwheel.storage.base import UiSessionRepository
@@ -14,12 +14,6 @@ from actwheel.storage.records import NewUiSession, UiSession
 
 __all__ = ["SqlUiSessions"]
 
-
-def _instant(field: str, value: Any) -> datetime:
-    when = codec.aware(field, value)
-    if when is None:
-        raise InvalidInput(field, value, "a timezone-aware datetime")
-    return when
 
 
 def _session_of(row: Mapping[str, Any]) -> UiSession:
@@ -38,7 +32,8 @@ class SqlUiSessions(UiSessionRepository):
             "id": codec.text_field("id", new.id), "session_hash": codec.text_field("session_hash", new.session_hash),
             "key_id": codec.text_field("key_id", new.key_id), "owner_id": codec.text_field("owner_id", new.owner_id),
             "principal_id": codec.text_field("principal_id", new.principal_id),
-            "created_at": _instant("created_at", new.created_at), "expires_at": _instant("expires_at", new.expires_at),
+            "created_at": codec.req_aware("created_at", new.created_at),
+            "expires_at": codec.req_aware("expires_at", new.expires_at),
         }
         try:
             row = await self._sql.guarded_row("insert_ui_session", params)
@@ -54,8 +49,8 @@ class SqlUiSessions(UiSessionRepository):
 
     async def revoke(self, session_hash: str, *, at: datetime) -> bool:
         rows = await self._sql.fetch("revoke_ui_session", {
-            "session_hash": codec.text_field("session_hash", session_hash), "at": _instant("at", at)})
+            "session_hash": codec.text_field("session_hash", session_hash), "at": codec.req_aware("at", at)})
         return bool(rows)
 
     async def purge(self, before: datetime) -> int:
-        return len(await self._sql.fetch("purge_ui_sessions", {"before": _instant("before", before)}))
+        return len(await self._sql.fetch("purge_ui_sessions", {"before": codec.req_aware("before", before)}))
