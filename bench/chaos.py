@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +96,7 @@ async def _run(args: argparse.Namespace) -> list[dict[str, object]]:
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; known: {', '.join(scenarios)}")
     rows: list[dict[str, object]] = []
-    with Instances.create() as services, tempfile.TemporaryDirectory(prefix="chaos-") as logs:
+    with Instances.create() as services, _log_dir(args.log_dir) as logs:
         print(f"throwaway services: {services.database_url} {services.broker_url} (node {services.rmq_node})")
         _header()
         for name in chosen:
@@ -110,6 +112,17 @@ async def _run(args: argparse.Namespace) -> list[dict[str, object]]:
             rows.append(row)
             _print(row)
     return rows
+
+
+@contextlib.contextmanager
+def _log_dir(kept: str | None) -> Iterator[str]:
+    """The engines' logs: a folder that is kept when given, else a temporary one."""
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        yield kept
+        return
+    with tempfile.TemporaryDirectory(prefix="chaos-") as logs:
+        yield logs
 
 
 _COLUMNS = ("scenario", "injected faults", "expected", "dup", "missing", "lost", "unsettled", "fx+/-",
@@ -145,6 +158,8 @@ def main() -> int:
     parser.add_argument("--window-s", type=int, default=30, help="seconds the automations fire")
     parser.add_argument("--fault-s", type=float, default=10.0, help="how long a network fault lasts")
     parser.add_argument("--skew-s", type=float, default=5.0)
+    parser.add_argument("--log-dir", default=os.environ.get("ACTWHEEL_CHAOS_LOG_DIR"),
+                        help="keep the engines' logs in this folder (default: a temporary one, removed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = asyncio.run(_run(args))

@@ -95,23 +95,39 @@ class Supervisor:
             try:
                 await actor.run()
             except asyncio.CancelledError:
-                raise
+                if self._stopping or actor.stopping.is_set():
+                    raise
+                # Nobody asked this actor to stop: a CancelledError escaped it (a future that something
+                # else cancelled, awaited by the actor; or a cancel request swallowed earlier, which makes
+                # a later asyncio.timeout come out as a cancellation). Left alone, the actor would be gone
+                # for good while its ready flag stayed set. It is a crash, and the stale requests go.
+                _withdraw_cancellation()
+                crashes = self._crashed(actor, began, crashes, unasked_cancel=True)
             except Exception:
-                actor.state = ActorState.CRASHED
-                if self._served(actor, began):
-                    crashes = 0
-                crashes += 1
-                delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
-                _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay)
+                crashes = self._crashed(actor, began, crashes)
             else:
                 actor.state = ActorState.STOPPED
                 return
             if self._stopping or actor.stopping.is_set():
                 return
             self._count_restart(actor.name)
+            delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
             await sleep_or_wake(self._clock, delay, actor.stopping)  # stop() does not wait out a backoff
             if self._stopping or actor.stopping.is_set():
                 return
+
+    def _crashed(self, actor: Actor, began: datetime, crashes: int, *, unasked_cancel: bool = False) -> int:
+        """Mark and log a crash (inside the ``except``: the log carries its traceback); returns the count."""
+        actor.state = ActorState.CRASHED
+        if self._served(actor, began):
+            crashes = 0
+        crashes += 1
+        delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
+        if unasked_cancel:
+            _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay, cause="unasked CancelledError")
+        else:
+            _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay)
+        return crashes
 
     def _served(self, actor: Actor, began: datetime) -> bool:
         """True when the run that just crashed had come up and lasted ``stable_s``: its backoff starts over."""
@@ -121,3 +137,10 @@ class Supervisor:
         self.restarts[name] = self.restarts.get(name, 0) + 1
         if self._on_restart is not None:
             self._on_restart(name)
+
+
+def _withdraw_cancellation() -> None:
+    """Withdraw the current task's pending cancel requests (none was the supervisor's own)."""
+    task = asyncio.current_task()
+    while task is not None and task.cancelling():
+        task.uncancel()

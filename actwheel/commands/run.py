@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from actwheel.api.app import create_app
+from actwheel.commands.taskdump import install_task_dump
 from actwheel.commands.workers import HTTP_FD_ENV, WorkerPool, check_scalable, listening_socket
 from actwheel.engine import Engine
 from actwheel.errors import ActwheelError
@@ -128,6 +129,7 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    install_task_dump(loop)
     app = create_app(engine.control)
     inherited = os.environ.get(HTTP_FD_ENV)  # a worker of --workers: the parent's listening socket
     where: dict[str, Any] = {"fd": int(inherited)} if inherited else {"host": settings.http_host,

@@ -179,6 +179,24 @@ class EngineProcess:
             self._log.close()
             self._log = None
 
+    async def task_dump(self, within: float = 5.0) -> str:
+        """SIGUSR1: the engine writes its asyncio tasks' stacks to its log (actwheel/commands/taskdump.py);
+        returns that dump, for a test explaining an engine that is up yet does no work."""
+        if not self.alive or self._proc is None:
+            return f"({self.instance}: not running, no task dump)"
+        self._proc.send_signal(signal.SIGUSR1)
+
+        async def dumped() -> str | None:
+            text = self.log_path.read_text(errors="replace")
+            start = text.rfind("--- actwheel task dump")
+            end = text.find("--- end of task dump ---", start)
+            return text[start:end] if start >= 0 and end >= 0 else None
+
+        try:
+            return await eventually(dumped, within=within, every=0.1, what=f"{self.instance}'s task dump")
+        except AssertionError as exc:
+            return f"({exc})"
+
     def tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
             return f"({self.instance}: no log)"

@@ -372,7 +372,12 @@ async def network_faults(services: Instances, log_dir: Path, *, link: str, kind:
                         await eventually(lambda: _is(client, proc, 200), within=60, what=f"{proc.instance} ready")
                         await _progress_after(database, healed, within=60)
                     except AssertionError as exc:  # what the engine said is what a reader of CI's log needs
-                        raise AssertionError(f"{exc}\n{await _engine_state(client, proc)}\n{proc.tail(80)}") from None
+                        state = await _engine_state(client, proc)
+                        broker_state = await _broker_state(services, broker.rsplit("/", 1)[1])
+                        runs = await _run_state(database)
+                        tasks = await proc.task_dump()
+                        raise AssertionError(f"{exc}\n{state}\n{broker_state}\n{runs}\n{proc.tail(80)}\n{tasks}") \
+                            from None
                     recoveries.append(time.monotonic() - began)
                 await workload.wait_settled(_settle_budget(workload) + 30)
         figures.recovery_s = max(recoveries)
@@ -394,6 +399,35 @@ async def _engine_state(client: httpx.AsyncClient, proc: EngineProcess) -> str:
                              if line.startswith(("actwheel_bus", "actwheel_runs", "actwheel_actor", "actwheel_outbox")))
         lines.append(f"--- {path} ---\n{text}")
     return "\n".join(lines)
+
+
+async def _broker_state(services: Instances, vhost: str) -> str:
+    """The broker's view when a recovery timed out: each queue's ready / unacked counts and
+    consumers, and the connections it still holds."""
+    lines = []
+    for what, columns in (("list_queues", ("name", "messages_ready", "messages_unacknowledged", "consumers")),
+                          ("list_consumers", ("queue_name", "channel_pid", "ack_required", "prefetch_count")),
+                          ("list_connections", ("name", "state", "channels", "recv_oct", "send_oct")),
+                          ("list_channels", ("connection", "number", "consumer_count", "messages_unacknowledged",
+                                             "prefetch_count"))):
+        try:
+            text = await asyncio.to_thread(services.rabbitmqctl, what, "-p", vhost, *columns) \
+                if what != "list_connections" else await asyncio.to_thread(services.rabbitmqctl, what, *columns)
+        except Exception as exc:  # a diagnostic must not hide the failure it explains
+            text = f"unavailable: {exc!r}"
+        lines.append(f"--- rabbitmqctl {what} ---\n{text}")
+    return "\n".join(lines)
+
+
+async def _run_state(database: str) -> str:
+    """The runs' statuses, their leases and the unpublished outbox when a recovery timed out."""
+    async with _connection(database) as conn:
+        rows = await conn.fetch("SELECT status, count(*) AS n, min(scheduled_for) AS first, max(updated_at) AS last,"
+                                " count(lease_owner) AS leased, max(lease_expires_at) AS lease_until"
+                                " FROM runs GROUP BY status")
+        outbox = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+        now = await conn.fetchval("SELECT now()")
+    return f"--- runs (database now {now}, outbox unpublished {outbox}) ---\n" + "\n".join(map(str, rows))
 
 
 def _engine_env(kind: str) -> dict[str, str]:

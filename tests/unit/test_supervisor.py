@@ -220,3 +220,37 @@ async def test_a_crash_right_after_coming_up_still_doubles_the_backoff() -> None
             expected *= 2
     finally:
         await supervisor.stop()
+
+
+class CancelledByOthers(Actor):
+    """On its first run, awaits a future that something else cancels (a confirm future cancelled as
+    its connection closes): the CancelledError escapes run() though nobody asked this actor to stop."""
+
+    name = "cancelled-by-others"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    async def run(self) -> None:
+        self.runs += 1
+        self.mark_ready()
+        if self.runs == 1:
+            confirm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(confirm.cancel)
+            await confirm
+        await self.stopping.wait()
+
+
+async def test_an_actor_a_stray_cancelled_error_escapes_is_restarted_not_gone() -> None:
+    clock = VirtualClock()
+    actor = CancelledByOthers()
+    supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0)
+    await supervisor.start()
+    await _until(lambda: actor.state is ActorState.CRASHED)
+    assert supervisor.restarts["cancelled-by-others"] == 1
+    clock.advance(1.0)
+    await _until(lambda: actor.runs == 2 and actor.state is ActorState.READY)
+    await supervisor.stop()
+    assert actor.state is ActorState.STOPPED
+
