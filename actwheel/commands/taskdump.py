@@ -21,10 +21,25 @@ def task_dump(loop: asyncio.AbstractEventLoop) -> str:
     tasks = sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name())
     out.write(f"--- actwheel task dump: {len(tasks)} tasks ---\n")
     for task in tasks:
-        out.write(f"task {task.get_name()!r} {task.get_coro()!r}\n")
-        task.print_stack(limit=12, file=out)
+        out.write(f"task {task.get_name()!r}\n")
+        awaited: object = task.get_coro()
+        for _ in range(_MAX_DEPTH):  # down the chain of awaits: Task.print_stack shows only the outermost frame
+            frame = next((getattr(awaited, a) for a in _FRAME if getattr(awaited, a, None) is not None), None)
+            if frame is None:
+                out.write(f"    awaits {awaited!r}\n")
+                break
+            out.write(f'    File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}\n')
+            awaited = next((getattr(awaited, a) for a in _AWAITS if getattr(awaited, a, None) is not None), None)
+            if awaited is None:
+                break
     out.write("--- end of task dump ---\n")
     return out.getvalue()
+
+
+#: Where a coroutine, generator or async generator keeps its frame, and what it awaits.
+_FRAME = ("cr_frame", "gi_frame", "ag_frame")
+_AWAITS = ("cr_await", "gi_yieldfrom", "ag_await")
+_MAX_DEPTH = 40
 
 
 def install_task_dump(loop: asyncio.AbstractEventLoop, stream: TextIO | None = None) -> None:

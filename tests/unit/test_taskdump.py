@@ -13,6 +13,10 @@ from actwheel.commands.taskdump import install_task_dump, task_dump
 
 
 async def _parked(event: asyncio.Event) -> None:
+    await _deeper(event)
+
+
+async def _deeper(event: asyncio.Event) -> None:
     await event.wait()
 
 
@@ -27,6 +31,8 @@ async def test_the_dump_names_each_task_and_the_frame_it_waits_in() -> None:
         await parked
     assert "task 'parked-actor'" in text
     assert "in _parked" in text
+    assert "in _deeper" in text  # the whole chain of awaits, not only the task's outermost frame
+    assert "    awaits " in text
     assert text.rstrip().endswith("--- end of task dump ---")
 
 
