@@ -29,6 +29,11 @@ consumer tag is live on its current channel and otherwise reopens itself.
 An ack for a message delivered on a channel that has since died is never sent on the
 new channel (aio-pika raises ``ChannelInvalidStateError``); it is dropped and counted
 (``stats.stale_settlements``) and the broker redelivers the message.
+
+While a connection goes down, aio-pika's cancel, close and ack await futures that the closing
+connection cancels: their CancelledError is not a cancellation of the caller's task. Cleanup steps
+log it as a failed cleanup, calls raise :class:`BusUnavailable`; only a cancel request of the
+caller's own task (``Task.cancelling()``) propagates as CancelledError.
 """
 
 from __future__ import annotations
@@ -470,7 +475,9 @@ class AmqpBus(Bus):
     async def _settle(self, message: AbstractIncomingMessage, raw: RawMessage, outcome: Outcome) -> None:
         try:
             await self._apply(message, raw, outcome)
-        except _GONE as exc:
+        except (*_GONE, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and _asked_to_cancel():
+                raise
             # The channel that delivered this message is gone; its tag means nothing on any
             # other channel. The broker requeued the message when the channel died.
             self.stats.stale_settlements += 1
@@ -722,15 +729,35 @@ async def _call(awaitable: Awaitable[Any], what: str) -> Any:
         return await awaitable
     except _GONE as exc:
         raise BusUnavailable(f"{what}: {_describe(exc)}") from None
+    except asyncio.CancelledError:
+        if _asked_to_cancel():
+            raise
+        raise BusUnavailable(f"{what}: the connection closed under it") from None
 
 
 async def _bounded(awaitable: Awaitable[Any], what: str) -> None:
-    """Run a cleanup step for at most ``_CLEANUP_S``; a failure is logged, never raised."""
+    """Run a cleanup step for at most ``_CLEANUP_S``; a failure is logged, never raised.
+
+    A failure includes a CancelledError that is not a cancellation of this task: aio-pika's cancel or
+    close on a connection that is going down awaits futures the closing connection cancels. Raised,
+    it would replace the error the cleanup runs for (a ``finally`` of a crashing actor) with what
+    looks like a request to stop, and the actor would not be restarted.
+    """
     try:
         async with asyncio.timeout(_CLEANUP_S):
             await awaitable
     except _GONE as exc:
         _log.debug("bus.cleanup_failed", step=what, error=_describe(exc))
+    except asyncio.CancelledError:
+        if _asked_to_cancel():
+            raise
+        _log.debug("bus.cleanup_failed", step=what, error="cancelled by the closing connection")
+
+
+def _asked_to_cancel() -> bool:
+    """True when the current task has a pending cancel request (a CancelledError caught now is its own)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def _describe(exc: BaseException) -> str:
