@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -98,16 +99,19 @@ class Supervisor:
                 if self._stopping or actor.stopping.is_set():
                     raise
                 # Nobody asked this actor to stop: a CancelledError escaped it (a future that something
-                # else cancelled, awaited by the actor; or a cancel request swallowed earlier, which makes
-                # a later asyncio.timeout come out as a cancellation). Left alone, the actor would be gone
-                # for good while its ready flag stayed set. It is a crash, and the stale requests go.
+                # else cancelled, awaited by the actor: issue 14's half-open broker, an aio-pika cancel
+                # in a finally). Left alone, the actor would be gone for good while its ready flag stayed
+                # set. It is a crash; any cancel requests left on this task are withdrawn.
                 _withdraw_cancellation()
-                crashes = self._crashed(actor, began, crashes, unasked_cancel=True)
+                crashes = self._crashed(actor, began, crashes, cause="unasked CancelledError")
             except Exception:
                 crashes = self._crashed(actor, began, crashes)
             else:
-                actor.state = ActorState.STOPPED
-                return
+                if self._stopping or actor.stopping.is_set():
+                    actor.state = ActorState.STOPPED
+                    return
+                # run() is to work until asked to stop: an actor that returns on its own is not serving
+                crashes = self._crashed(actor, began, crashes, cause="returned without a stop")
             if self._stopping or actor.stopping.is_set():
                 return
             self._count_restart(actor.name)
@@ -116,17 +120,16 @@ class Supervisor:
             if self._stopping or actor.stopping.is_set():
                 return
 
-    def _crashed(self, actor: Actor, began: datetime, crashes: int, *, unasked_cancel: bool = False) -> int:
-        """Mark and log a crash (inside the ``except``: the log carries its traceback); returns the count."""
+    def _crashed(self, actor: Actor, began: datetime, crashes: int, *, cause: str | None = None) -> int:
+        """Mark and log a crash (inside an ``except``, the log carries its traceback); returns the count."""
         actor.state = ActorState.CRASHED
         if self._served(actor, began):
             crashes = 0
         crashes += 1
         delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
-        if unasked_cancel:
-            _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay, cause="unasked CancelledError")
-        else:
-            _log.exception("actor_crashed", actor=actor.name, restart_in_s=delay)
+        causes = {} if cause is None else {"cause": cause}
+        _log.error("actor_crashed", actor=actor.name, restart_in_s=delay, exc_info=sys.exc_info()[0] is not None,
+                   **causes)
         return crashes
 
     def _served(self, actor: Actor, began: datetime) -> bool:

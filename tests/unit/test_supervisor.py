@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from structlog.testing import capture_logs
+
 from actwheel.actors.base import Actor, ActorState
 from actwheel.actors.supervisor import Supervisor
 from actwheel.clock import VirtualClock
@@ -254,3 +256,33 @@ async def test_an_actor_a_stray_cancelled_error_escapes_is_restarted_not_gone() 
     await supervisor.stop()
     assert actor.state is ActorState.STOPPED
 
+
+
+class ReturnsEarly(Actor):
+    """Its first run returns at once, unasked (a loop that ended on its own); later runs serve."""
+
+    name = "returns-early"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    async def run(self) -> None:
+        self.runs += 1
+        self.mark_ready()
+        if self.runs > 1:
+            await self.stopping.wait()
+
+
+async def test_an_actor_whose_run_returns_without_a_stop_is_restarted() -> None:
+    clock = VirtualClock()
+    actor = ReturnsEarly()
+    supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0)
+    with capture_logs() as logs:
+        await supervisor.start()
+        await _until(lambda: actor.state is ActorState.CRASHED)
+    assert [entry.get("cause") for entry in logs if entry["event"] == "actor_crashed"] == ["returned without a stop"]
+    clock.advance(1.0)
+    await _until(lambda: actor.runs == 2 and actor.state is ActorState.READY)
+    await supervisor.stop()
+    assert actor.state is ActorState.STOPPED
