@@ -16,6 +16,7 @@ from datetime import datetime
 from actwheel.actors.base import Actor, ActorState
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.backoff import exponential_delay
+from actwheel.cancellation import cancel_requested
 from actwheel.clock import Clock, SystemClock
 from actwheel.logs import get_logger
 
@@ -96,13 +97,12 @@ class Supervisor:
             try:
                 await actor.run()
             except asyncio.CancelledError:
-                if self._stopping or actor.stopping.is_set():
-                    raise
-                # Nobody asked this actor to stop: a CancelledError escaped it (a future that something
-                # else cancelled, awaited by the actor: issue 14's half-open broker, an aio-pika cancel
-                # in a finally). Left alone, the actor would be gone for good while its ready flag stayed
-                # set. It is a crash; any cancel requests left on this task are withdrawn.
-                _withdraw_cancellation()
+                if self._stopping or actor.stopping.is_set() or cancel_requested():
+                    raise  # a stop, or this task cancelled (asyncio.run's teardown): not ours to outlive
+                # Nobody asked this actor or its task to stop: a CancelledError escaped it (a future that
+                # something else cancelled, awaited by the actor: issue 14's half-open broker, an aio-pika
+                # cancel in a finally). Left alone, the actor would be gone for good while its ready flag
+                # stayed set. It is a crash.
                 crashes = self._crashed(actor, began, crashes, cause="unasked CancelledError")
             except Exception:
                 crashes = self._crashed(actor, began, crashes)
@@ -142,8 +142,3 @@ class Supervisor:
             self._on_restart(name)
 
 
-def _withdraw_cancellation() -> None:
-    """Withdraw the current task's pending cancel requests (none was the supervisor's own)."""
-    task = asyncio.current_task()
-    while task is not None and task.cancelling():
-        task.uncancel()

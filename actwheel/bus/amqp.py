@@ -83,6 +83,7 @@ from actwheel.bus.consuming import (
 from actwheel.bus.envelope import CONTENT_TYPE, DEFAULT_MAX_BYTES, Envelope, encode
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology, check_routing_key
 from actwheel.bus.wire import message_headers
+from actwheel.cancellation import cancel_requested
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 from actwheel.logs import get_logger
@@ -476,7 +477,7 @@ class AmqpBus(Bus):
         try:
             await self._apply(message, raw, outcome)
         except (*_GONE, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and _asked_to_cancel():
+            if isinstance(exc, asyncio.CancelledError) and cancel_requested():
                 raise
             # The channel that delivered this message is gone; its tag means nothing on any
             # other channel. The broker requeued the message when the channel died.
@@ -730,7 +731,7 @@ async def _call(awaitable: Awaitable[Any], what: str) -> Any:
     except _GONE as exc:
         raise BusUnavailable(f"{what}: {_describe(exc)}") from None
     except asyncio.CancelledError:
-        if _asked_to_cancel():
+        if cancel_requested():
             raise
         raise BusUnavailable(f"{what}: the connection closed under it") from None
 
@@ -749,15 +750,9 @@ async def _bounded(awaitable: Awaitable[Any], what: str) -> None:
     except _GONE as exc:
         _log.debug("bus.cleanup_failed", step=what, error=_describe(exc))
     except asyncio.CancelledError:
-        if _asked_to_cancel():
+        if cancel_requested():
             raise
         _log.debug("bus.cleanup_failed", step=what, error="cancelled by the closing connection")
-
-
-def _asked_to_cancel() -> bool:
-    """True when the current task has a pending cancel request (a CancelledError caught now is its own)."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
 
 
 def _describe(exc: BaseException) -> str:

@@ -286,3 +286,15 @@ async def test_an_actor_whose_run_returns_without_a_stop_is_restarted() -> None:
     await _until(lambda: actor.runs == 2 and actor.state is ActorState.READY)
     await supervisor.stop()
     assert actor.state is ActorState.STOPPED
+
+
+async def test_a_cancel_of_the_supervising_task_itself_still_ends_it() -> None:
+    """asyncio.run's teardown cancels every task left: the supervisor must not restart the actor then."""
+    actor = Flaky("torn-down", 0)
+    supervisor = Supervisor([actor], clock=VirtualClock())
+    await supervisor.start()
+    task = supervisor._tasks["torn-down"]
+    task.cancel()
+    await asyncio.wait([task])
+    assert task.cancelled()
+    assert actor.runs == 1
