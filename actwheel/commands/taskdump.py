@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import signal
 import sys
 from typing import TextIO
 
 __all__ = ["install_task_dump", "task_dump"]
 
+#: Where a coroutine, generator or async generator keeps its frame, and what it awaits.
+_FRAME = ("cr_frame", "gi_frame", "ag_frame")
+_AWAITS = ("cr_await", "gi_yieldfrom", "ag_await")
+_MAX_DEPTH = 40
+
 
 def task_dump(loop: asyncio.AbstractEventLoop) -> str:
     """Every task of ``loop``, named, with the frames it is suspended in (oldest first)."""
     out = io.StringIO()
     tasks = sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name())
-    out.write(f"--- actwheel task dump: {len(tasks)} tasks ---\n")
+    out.write(f"--- actwheel task dump: pid {os.getpid()}, {len(tasks)} tasks ---\n")
     for task in tasks:
         out.write(f"task {task.get_name()!r}\n")
         awaited: object = task.get_coro()
@@ -35,11 +41,6 @@ def task_dump(loop: asyncio.AbstractEventLoop) -> str:
     out.write("--- end of task dump ---\n")
     return out.getvalue()
 
-
-#: Where a coroutine, generator or async generator keeps its frame, and what it awaits.
-_FRAME = ("cr_frame", "gi_frame", "ag_frame")
-_AWAITS = ("cr_await", "gi_yieldfrom", "ag_await")
-_MAX_DEPTH = 40
 
 
 def install_task_dump(loop: asyncio.AbstractEventLoop, stream: TextIO | None = None) -> None:

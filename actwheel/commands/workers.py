@@ -40,7 +40,8 @@ _log = get_logger("actwheel.workers")
 HTTP_FD_ENV = "ACTWHEEL_HTTP_FD"
 #: A worker's instance id (read by :func:`actwheel.settings.instance_id`).
 INSTANCE_ENV = "ACTWHEEL_INSTANCE"
-_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
+#: SIGUSR1 is forwarded to every worker (each writes its task dump: actwheel/commands/taskdump.py).
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGUSR1)
 _BACKOFF_FIRST_S, _BACKOFF_MAX_S, _STABLE_S = 1.0, 30.0, 60.0
 
 
@@ -118,8 +119,17 @@ class WorkerPool:
             received = signal.sigtimedwait(_SIGNALS, self._wait_s())
             if received is not None and received.si_signo in (signal.SIGTERM, signal.SIGINT):
                 return
+            if received is not None and received.si_signo == signal.SIGUSR1:
+                self.forward(signal.SIGUSR1)
             self._reap()
             self._restart_due()
+
+    def forward(self, signo: int) -> int:
+        """Send ``signo`` to every running worker; returns how many got it."""
+        running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        for proc in running:
+            proc.send_signal(signo)
+        return len(running)
 
     def _wait_s(self) -> float:
         due = [w.restart_at for w in self.workers if w.restart_at is not None]
@@ -168,5 +178,8 @@ class WorkerPool:
 
 
 def _unblock_signals() -> None:
-    """In the child, before exec: the signal mask is inherited, and a worker must hear SIGTERM."""
+    """In the child, before exec: the signal mask is inherited, and a worker must hear SIGTERM. SIGUSR1
+    is ignored (that survives exec) until the worker's loop takes it for its task dump: a dump asked for
+    while a worker starts must not kill it (SIGUSR1's default action)."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)

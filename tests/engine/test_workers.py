@@ -87,6 +87,18 @@ async def test_two_workers_share_one_socket_and_the_work_and_a_killed_one_comes_
                 return len(now) == 2 and first[0] not in now
             await eventually(replaced, within=30, what="the killed worker started again")
             await parent.wait_ready(60)
+
+            # kill -USR1 on the parent: each worker writes its task dump (headed by its pid), nobody dies of
+            # it; asked again until both answer, since the restarted one ignores it until its loop is up
+            workers = set(children_of(parent.pid))
+
+            async def both_dumped() -> bool:
+                os.kill(parent.pid, signal.SIGUSR1)
+                text = parent.log_path.read_text(errors="replace")
+                return all(f"--- actwheel task dump: pid {pid}," in text for pid in workers)
+            await eventually(both_dumped, within=30, every=1.0, what="a task dump from each worker")
+            assert parent.alive
+            assert set(children_of(parent.pid)) == workers  # the same two: none died of the signal
         finally:
             await conn.close()
             code = await parent.stop(within=60)
