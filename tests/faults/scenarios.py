@@ -411,8 +411,7 @@ async def _broker_state(services: Instances, vhost: str) -> str:
                           ("list_channels", ("connection", "number", "consumer_count", "messages_unacknowledged",
                                              "prefetch_count"))):
         try:
-            text = await asyncio.to_thread(services.rabbitmqctl, what, "-p", vhost, *columns) \
-                if what != "list_connections" else await asyncio.to_thread(services.rabbitmqctl, what, *columns)
+            text = await asyncio.to_thread(services.rabbitmqctl, what, "-p", vhost, *columns)
         except Exception as exc:  # a diagnostic must not hide the failure it explains
             text = f"unavailable: {exc!r}"
         lines.append(f"--- rabbitmqctl {what} ---\n{text}")
@@ -421,6 +420,13 @@ async def _broker_state(services: Instances, vhost: str) -> str:
 
 async def _run_state(database: str) -> str:
     """The runs' statuses, their leases and the unpublished outbox when a recovery timed out."""
+    try:
+        return await _run_counts(database)
+    except (OSError, asyncpg.PostgresError) as exc:  # a diagnostic must not hide the failure it explains
+        return f"--- runs: unavailable: {exc!r} ---"
+
+
+async def _run_counts(database: str) -> str:
     async with _connection(database) as conn:
         rows = await conn.fetch("SELECT status, count(*) AS n, min(scheduled_for) AS first, max(updated_at) AS last,"
                                 " count(lease_owner) AS leased, max(lease_expires_at) AS lease_until"
