@@ -103,25 +103,26 @@ class Supervisor:
                 # something else cancelled, awaited by the actor: issue 14's half-open broker, an aio-pika
                 # cancel in a finally). Left alone, the actor would be gone for good while its ready flag
                 # stayed set. It is a crash.
-                crashes = self._crashed(actor, began, crashes, cause="unasked CancelledError")
+                crashes, delay = self._crashed(actor, began, crashes, cause="unasked CancelledError")
             except Exception:
-                crashes = self._crashed(actor, began, crashes)
+                crashes, delay = self._crashed(actor, began, crashes)
             else:
                 if self._stopping or actor.stopping.is_set():
                     actor.state = ActorState.STOPPED
                     return
                 # run() is to work until asked to stop: an actor that returns on its own is not serving
-                crashes = self._crashed(actor, began, crashes, cause="returned without a stop")
+                crashes, delay = self._crashed(actor, began, crashes, cause="returned without a stop")
             if self._stopping or actor.stopping.is_set():
                 return
             self._count_restart(actor.name)
-            delay = exponential_delay(crashes, base_s=self._backoff[0], max_s=self._backoff[1])
             await sleep_or_wake(self._clock, delay, actor.stopping)  # stop() does not wait out a backoff
             if self._stopping or actor.stopping.is_set():
                 return
 
-    def _crashed(self, actor: Actor, began: datetime, crashes: int, *, cause: str | None = None) -> int:
-        """Mark and log a crash (inside an ``except``, the log carries its traceback); returns the count."""
+    def _crashed(self, actor: Actor, began: datetime, crashes: int, *,
+                 cause: str | None = None) -> tuple[int, float]:
+        """Mark and log a crash (inside an ``except``, the log carries its traceback); returns the crash
+        count and the backoff before the restart."""
         actor.state = ActorState.CRASHED
         if self._served(actor, began):
             crashes = 0
@@ -130,7 +131,7 @@ class Supervisor:
         causes = {} if cause is None else {"cause": cause}
         _log.error("actor_crashed", actor=actor.name, restart_in_s=delay, exc_info=sys.exc_info()[0] is not None,
                    **causes)
-        return crashes
+        return crashes, delay
 
     def _served(self, actor: Actor, began: datetime) -> bool:
         """True when the run that just crashed had come up and lasted ``stable_s``: its backoff starts over."""
@@ -140,5 +141,3 @@ class Supervisor:
         self.restarts[name] = self.restarts.get(name, 0) + 1
         if self._on_restart is not None:
             self._on_restart(name)
-
-

@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 __all__ = ["install_task_dump", "task_dump"]
@@ -28,19 +29,24 @@ def task_dump(loop: asyncio.AbstractEventLoop) -> str:
     out.write(f"--- actwheel task dump: pid {os.getpid()}, {len(tasks)} tasks ---\n")
     for task in tasks:
         out.write(f"task {task.get_name()!r}\n")
-        awaited: object = task.get_coro()
-        for _ in range(_MAX_DEPTH):  # down the chain of awaits: Task.print_stack shows only the outermost frame
-            frame = next((getattr(awaited, a) for a in _FRAME if getattr(awaited, a, None) is not None), None)
-            if frame is None:
-                out.write(f"    awaits {awaited!r}\n")
-                break
-            out.write(f'    File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}\n')
-            awaited = next((getattr(awaited, a) for a in _AWAITS if getattr(awaited, a, None) is not None), None)
-            if awaited is None:
-                break
+        out.writelines(f"    {line}\n" for line in _await_chain(task.get_coro()))
     out.write("--- end of task dump ---\n")
     return out.getvalue()
 
+
+
+def _await_chain(awaited: object) -> Iterator[str]:
+    """Down the chain of awaits, a line per frame (Task.print_stack shows only the outermost one of a
+    suspended coroutine), then what the innermost waits on."""
+    for _ in range(_MAX_DEPTH):
+        frame = next((getattr(awaited, a) for a in _FRAME if getattr(awaited, a, None) is not None), None)
+        if frame is None:
+            yield f"awaits {awaited!r}"
+            return
+        yield f'File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}'
+        awaited = next((getattr(awaited, a) for a in _AWAITS if getattr(awaited, a, None) is not None), None)
+        if awaited is None:
+            return
 
 
 def install_task_dump(loop: asyncio.AbstractEventLoop, stream: TextIO | None = None) -> None:

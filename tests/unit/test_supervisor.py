@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
 from structlog.testing import capture_logs
 
 from actwheel.actors.base import Actor, ActorState
@@ -224,47 +225,18 @@ async def test_a_crash_right_after_coming_up_still_doubles_the_backoff() -> None
         await supervisor.stop()
 
 
-class CancelledByOthers(Actor):
-    """On its first run, awaits a future that something else cancels (a confirm future cancelled as
-    its connection closes): the CancelledError escapes run() though nobody asked this actor to stop."""
+class MisbehavesOnce(Actor):
+    """Its first run ends though nobody asked it to stop; later runs serve until stopped.
 
-    name = "cancelled-by-others"
+    ``cancelled``: it awaits a future that something else cancels (a confirm future cancelled as its
+    connection closes), so a CancelledError escapes run(). ``returned``: run() returns at once (a loop
+    that ended on its own)."""
 
-    def __init__(self) -> None:
+    name = "misbehaves-once"
+
+    def __init__(self, how: str) -> None:
         super().__init__()
-        self.runs = 0
-
-    async def run(self) -> None:
-        self.runs += 1
-        self.mark_ready()
-        if self.runs == 1:
-            confirm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().call_soon(confirm.cancel)
-            await confirm
-        await self.stopping.wait()
-
-
-async def test_an_actor_a_stray_cancelled_error_escapes_is_restarted_not_gone() -> None:
-    clock = VirtualClock()
-    actor = CancelledByOthers()
-    supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0)
-    await supervisor.start()
-    await _until(lambda: actor.state is ActorState.CRASHED)
-    assert supervisor.restarts["cancelled-by-others"] == 1
-    clock.advance(1.0)
-    await _until(lambda: actor.runs == 2 and actor.state is ActorState.READY)
-    await supervisor.stop()
-    assert actor.state is ActorState.STOPPED
-
-
-
-class ReturnsEarly(Actor):
-    """Its first run returns at once, unasked (a loop that ended on its own); later runs serve."""
-
-    name = "returns-early"
-
-    def __init__(self) -> None:
-        super().__init__()
+        self.how = how
         self.runs = 0
 
     async def run(self) -> None:
@@ -272,16 +244,23 @@ class ReturnsEarly(Actor):
         self.mark_ready()
         if self.runs > 1:
             await self.stopping.wait()
+        elif self.how == "cancelled":
+            confirm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(confirm.cancel)
+            await confirm
 
 
-async def test_an_actor_whose_run_returns_without_a_stop_is_restarted() -> None:
+@pytest.mark.parametrize(("how", "cause"), [("cancelled", "unasked CancelledError"),
+                                            ("returned", "returned without a stop")])
+async def test_an_actor_that_ends_unasked_is_a_crash_and_is_restarted_not_gone(how: str, cause: str) -> None:
     clock = VirtualClock()
-    actor = ReturnsEarly()
+    actor = MisbehavesOnce(how)
     supervisor = Supervisor([actor], clock=clock, backoff_initial_s=1.0)
     with capture_logs() as logs:
         await supervisor.start()
         await _until(lambda: actor.state is ActorState.CRASHED)
-    assert [entry.get("cause") for entry in logs if entry["event"] == "actor_crashed"] == ["returned without a stop"]
+    assert [entry.get("cause") for entry in logs if entry["event"] == "actor_crashed"] == [cause]
+    assert supervisor.restarts["misbehaves-once"] == 1
     clock.advance(1.0)
     await _until(lambda: actor.runs == 2 and actor.state is ActorState.READY)
     await supervisor.stop()
