@@ -9,6 +9,7 @@ import asyncio
 from collections import Counter
 from datetime import UTC, timedelta
 
+import pytest
 from engine_harness import Stack
 
 from actwheel.actors.planner import Planner
@@ -89,3 +90,27 @@ async def test_without_the_bound_pending_runs_pile_up(stack: Stack) -> None:
             await pass_time(stack, 1.0)
         piled = await statuses(engine)
     assert piled["PENDING"] >= 4 * 5, piled
+
+
+async def test_under_the_bound_an_announcement_plans_without_a_count_of_its_own(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count taken in the background after each plan decides the next announcement: after the
+    first one, no count runs inside a due announcement's handling (one round trip less per instant)."""
+    counted_in: list[str] = []
+    count = Planner._count_backlog
+
+    async def spied(self: Planner) -> int:
+        task = asyncio.current_task()
+        counted_in.append(task.get_name() if task is not None else "")
+        return await count(self)
+
+    monkeypatch.setattr(Planner, "_count_backlog", spied)
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=1000)
+    async with engine:
+        await create_every_second(stack, engine, 2)
+        await pass_time(stack, 5.5)
+        planned = await statuses(engine)
+    assert planned["PENDING"] >= 2 * 3, planned
+    background = [name for name in counted_in if name == "planner:backlog-count"]
+    assert len(background) >= 3, counted_in
+    assert len(counted_in) - len(background) <= 1, counted_in  # at most the very first announcement's own
