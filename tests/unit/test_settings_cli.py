@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -16,9 +17,14 @@ from actwheel.settings import ALL_ROLES, DEFAULT_DATABASE_URL, Settings, instanc
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """``actwheel run`` configures structlog for the process; give the next test the defaults back."""
+    """``actwheel run`` configures structlog and the root logger for the process; give the next test
+    the defaults back (the root handler writes to this test's captured stderr)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     yield
     structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

@@ -1,0 +1,65 @@
+"""The process's logging: the engine's structlog lines, and the libraries' stdlib records rendered as
+the same lines with URL passwords masked — and the MCP SDK no longer takes the root logger over."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+
+from actwheel.logs import configure_logging, get_logger
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _lines(err: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in err.splitlines() if line.strip()]
+
+
+def test_a_library_record_is_a_json_line_with_the_url_password_masked(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO", json=True)
+    logging.getLogger("aiormq.connection").warning("Connecting to amqp://actwheel:s3cr3t-pw@broker:5672/vh ...")
+    (line,) = _lines(capsys.readouterr().err)
+    assert line["level"] == "warning"
+    assert line["logger"] == "aiormq.connection"
+    assert line["event"] == "Connecting to amqp://actwheel:***@broker:5672/vh ..."
+    assert "s3cr3t" not in orjson.dumps(line).decode()
+    assert "timestamp" in line
+
+
+def test_library_info_is_left_out_unless_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO", json=True)
+    logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/automations 201")
+    assert capsys.readouterr().err == ""
+    configure_logging("DEBUG", json=True)
+    logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/automations 201")
+    (line,) = _lines(capsys.readouterr().err)
+    assert (line["level"], line["logger"]) == ("info", "httpx")
+
+
+def test_configuring_twice_leaves_one_root_handler(capsys: pytest.CaptureFixture[str]) -> None:
+    logging.getLogger().addHandler(logging.StreamHandler())  # a library's, installed before ours
+    configure_logging("INFO", json=True)
+    configure_logging("WARNING", json=True)
+    assert len(logging.getLogger().handlers) == 1
+    logging.getLogger("asyncpg").error("boom")
+    assert len(_lines(capsys.readouterr().err)) == 1
+
+
+def test_the_engine_s_own_lines_still_mask_secret_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO", json=True)
+    get_logger("actwheel.test").warning("key_used", api_key="awk_x_secret", run_id="r1")
+    (line,) = _lines(capsys.readouterr().err)
+    assert (line["api_key"], line["run_id"], line["logger_name"]) == ("***", "r1", "actwheel.test")
