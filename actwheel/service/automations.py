@@ -28,7 +28,7 @@ from actwheel.events import EventFactory
 from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED, OWNER_KEY
 from actwheel.service.authorize import listing_owner, owner_by_id, require, sees
 from actwheel.service.caller import Caller, caller_snapshot
-from actwheel.service.history import record_change
+from actwheel.service.history import record_change, record_creates
 from actwheel.service.payload import AutomationSpec, SpecParser, cursor_on_enable, first_fire, merged_payload
 from actwheel.service.transient import TransientAutomations
 from actwheel.storage.base import Store, Transaction
@@ -160,8 +160,7 @@ class AutomationService:
             now = await tx.now()
             created = await tx.automations.create_many([_new_automation(item.caller, item.spec, now) for item in batch])
             await tx.outbox.append_many([self._events.automation_changed(a, "created") for a in created])
-            for item, automation in zip(batch, created, strict=True):
-                await record_change(tx, item.caller, "created", after=automation)
+            await record_creates(tx, [(item.caller, a) for item, a in zip(batch, created, strict=True)])
         return created
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ have no history.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from actwheel.errors import NotFound
@@ -19,7 +20,7 @@ from actwheel.service.caller import Caller
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import Automation, AutomationHistoryEntry, NewAutomationHistory
 
-__all__ = ["HistoryService", "automation_view", "record_change"]
+__all__ = ["HistoryService", "automation_view", "record_change", "record_creates"]
 
 READ = "automation:read"
 
@@ -58,6 +59,13 @@ async def record_change(tx: Transaction, caller: Caller, change: str, *, before:
     return await tx.automation_history.append(NewAutomationHistory(
         automation_id=subject.id, owner_id=subject.owner_id, change=change, actor_id=caller.who,
         key_id=caller.key_id, before=old, after=new))
+
+
+async def record_creates(tx: Transaction, created: Sequence[tuple[Caller, Automation]]) -> None:
+    """Record a batch of creates in ``tx`` in one statement: :func:`record_change` ``"created"`` each."""
+    await tx.automation_history.append_many([NewAutomationHistory(
+        automation_id=a.id, owner_id=a.owner_id, change="created", actor_id=caller.who, key_id=caller.key_id,
+        before=None, after=automation_view(a)) for caller, a in created])
 
 
 class HistoryService:

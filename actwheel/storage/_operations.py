@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from actwheel.errors import InvalidInput
+from actwheel.errors import FieldError, InvalidInput
 from actwheel.storage import _codec as codec
 from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage.base import AutomationHistoryRepository, InstanceRepository
@@ -38,26 +38,41 @@ def _snapshot(field: str, value: Any) -> codec.JsonText | None:
     return codec.json_field(field, dict(value))
 
 
+def _history_params(new: NewAutomationHistory) -> dict[str, Any]:
+    if new.change not in HISTORY_CHANGES:
+        raise InvalidInput("change", new.change, "one of " + ", ".join(sorted(HISTORY_CHANGES)))
+    return {
+        "id": codec.new_id(),
+        "automation_id": codec.text_field("automation_id", new.automation_id),
+        "owner_id": codec.text_field("owner_id", new.owner_id),
+        "change": new.change,
+        "actor_id": codec.text_field("actor_id", new.actor_id),
+        "key_id": None if new.key_id is None else codec.text_field("key_id", new.key_id),
+        "before": _snapshot("before", new.before),
+        "after": _snapshot("after", new.after),
+    }
+
+
 class SqlAutomationHistory(AutomationHistoryRepository):
     def __init__(self, sql: SqlRunner) -> None:
         self._sql = sql
 
     async def append(self, new: NewAutomationHistory) -> AutomationHistoryEntry:
-        if new.change not in HISTORY_CHANGES:
-            raise InvalidInput("change", new.change, "one of " + ", ".join(sorted(HISTORY_CHANGES)))
-        params = {
-            "id": codec.new_id(),
-            "automation_id": codec.text_field("automation_id", new.automation_id),
-            "owner_id": codec.text_field("owner_id", new.owner_id),
-            "change": new.change,
-            "actor_id": codec.text_field("actor_id", new.actor_id),
-            "key_id": None if new.key_id is None else codec.text_field("key_id", new.key_id),
-            "before": _snapshot("before", new.before),
-            "after": _snapshot("after", new.after),
-        }
-        row = await self._sql.fetchrow("insert_automation_history", params)
+        row = await self._sql.fetchrow("insert_automation_history", _history_params(new))
         assert row is not None
         return _history_of(row)
+
+    async def append_many(self, news: Sequence[NewAutomationHistory]) -> None:
+        rows = []
+        for i, new in enumerate(news):
+            try:
+                rows.append(_history_params(new))
+            except InvalidInput as exc:
+                raise InvalidInput.collect([FieldError(f"history[{i}].{e.field}", e.value, e.expected)
+                                          for e in exc.errors]) from None
+        if rows:
+            at = await self._sql.now()
+            await self._sql.copy_rows("copy_automation_history", [{**r, "at": at} for r in rows], guarded=False)
 
     async def for_automation(
         self, automation_id: str, *, owner_id: str | None = None, after_seq: int | None = None, limit: int = 100

@@ -939,6 +939,14 @@ class AutomationHistoryRepository(ABC):
         """
 
     @abstractmethod
+    async def append_many(self, news: Sequence[NewAutomationHistory]) -> None:
+        """Record many changes at the transaction's now, each with a new id, in one statement (a batch
+        of creates); nothing is returned. Checked as :meth:`append` checks one, naming ``[i]``.
+
+        :raises InvalidInput: as :meth:`append`, for the first bad entry (nothing is written)
+        """
+
+    @abstractmethod
     async def for_automation(
         self, automation_id: str, *, owner_id: str | None = None, after_seq: int | None = None, limit: int = 100
     ) -> list[AutomationHistoryEntry]:

@@ -778,6 +778,9 @@ INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, k
 VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :before::jsonb, :after::jsonb)
 RETURNING *;
 
+-- name: copy_automation_history
+COPY automation_history (id, automation_id, owner_id, change, actor_id, key_id, at, before, after) FROM STDIN;
+
 -- name: upsert_instance
 INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
 VALUES (:id, :roles::jsonb, :actor_states::jsonb, :started_at, now())

@@ -756,6 +756,10 @@ INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, k
 VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :now, :before, :after)
 RETURNING *;
 
+-- name: copy_automation_history
+INSERT INTO automation_history (id, automation_id, owner_id, change, actor_id, key_id, at, "before", "after")
+VALUES (:id, :automation_id, :owner_id, :change, :actor_id, :key_id, :at, :before, :after);
+
 -- name: upsert_instance
 INSERT INTO instances (id, roles, actor_states, started_at, seen_at)
 VALUES (:id, :roles, :actor_states, :started_at, :now)
