@@ -276,9 +276,15 @@ class Planner(ConsumerActor):
         self._recount = asyncio.create_task(self._recounting(), name="planner:backlog-count")
 
     async def _recounting(self) -> None:
+        """At most one count per :data:`BACKLOG_POLL_S`, as before the count left the instant's path."""
         self._recount_again = True
         while self._recount_again and not self.stopping.is_set():
             self._recount_again = False
+            seen = self._backlog_seen
+            if seen is not None:
+                wait = BACKLOG_POLL_S - (self._clock.now() - seen[0]).total_seconds()
+                if wait > 0:
+                    await sleep_or_wake(self._clock, wait, self.stopping)
             try:
                 await self._count_backlog()
             except Exception:  # speed only: never fatal, never an unretrieved task error
