@@ -201,9 +201,19 @@ class WheelTicker(Actor):
             self._wake.clear()
 
     async def tick(self) -> int:
-        """Publish every timer due now; refill when the loaded horizon runs low. Returns how many fired."""
+        """Publish every timer due now, then refresh the partitions and refill when the loaded horizon
+        runs low. Returns how many fired.
+
+        The upkeep comes after the announcement so that neither delays the instant: a partition
+        refresh is a transaction, a refill reads the whole horizon. What it loads that is due already
+        fires at the next tick, at once (:meth:`_seconds_to_next`); a partition lost meanwhile may be
+        announced once more by this tick, which the planner's cursor CAS makes harmless (invariant 9)."""
+        fired = await self._announce_due()
         if await self._refresh_partitions() or self._needs_refill():
             await self.refill()
+        return fired
+
+    async def _announce_due(self) -> int:
         now = self._clock.now()
         self._changed_in_tick.clear()
         due = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]

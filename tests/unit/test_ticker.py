@@ -391,3 +391,37 @@ async def test_durable_announcements_do_not_wait_for_a_transient_fire(start: Sta
     transients.release.set()
     await _settle()
     assert not any(item[0] == "tr_1" for item in h.items())  # never announced to the planners
+
+
+@dataclass
+class SlowOwner(Owner):
+    """A partition refresh that waits until the test lets it finish (a transaction on a slow database)."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    refreshing: int = 0
+
+    async def refresh(self) -> bool:
+        self.refreshing += 1
+        if self.refreshing > 1:  # the first one is the start's
+            await self.release.wait()
+        return await super().refresh()
+
+
+async def test_a_slow_partition_refresh_does_not_delay_the_instant_it_coincides_with(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(seconds=10))
+    owner = SlowOwner(frozenset({0}))
+    h = await start(source, partitions=owner, partition_refresh_s=10)
+    await h.at(T0 + timedelta(seconds=10))  # the instant and the refresh are both due now
+    assert owner.refreshing == 2  # the refresh is under way, and still waiting...
+    assert h.items() == [("a", T0 + timedelta(seconds=10))]  # ...yet the instant is announced
+    owner.release.set()
+    await _settle()
+
+
+async def test_a_timer_a_refill_loads_already_due_fires_at_the_next_tick_at_once(start: Start) -> None:
+    source = Source()
+    h = await start(source, horizon_s=100)
+    source.add("late", T0 + timedelta(seconds=40))  # not in the wheel: stored after the start's load
+    await h.at(T0 + timedelta(seconds=50))  # half the horizon is left: this tick refills, then fires it
+    assert h.items() == [("late", T0 + timedelta(seconds=40))]
