@@ -250,9 +250,14 @@ class Planner(ConsumerActor):
     async def _backlog(self) -> int:
         """The backlog, counted at most once per :data:`BACKLOG_POLL_S` (held announcements share it)."""
         seen = self._backlog_seen
-        if seen is not None and (self._clock.now() - seen[0]).total_seconds() < BACKLOG_POLL_S:
+        if seen is not None and self._count_fresh_for() > 0:
             return seen[1]
         return await self._count_backlog()
+
+    def _count_fresh_for(self) -> float:
+        """Seconds the last count may still be reused (≤ 0: stale, or no count yet)."""
+        seen = self._backlog_seen
+        return 0.0 if seen is None else BACKLOG_POLL_S - (self._clock.now() - seen[0]).total_seconds()
 
     async def _count_backlog(self) -> int:
         try:
@@ -280,11 +285,9 @@ class Planner(ConsumerActor):
         self._recount_again = True
         while self._recount_again and not self.stopping.is_set():
             self._recount_again = False
-            seen = self._backlog_seen
-            if seen is not None:
-                wait = BACKLOG_POLL_S - (self._clock.now() - seen[0]).total_seconds()
-                if wait > 0:
-                    await sleep_or_wake(self._clock, wait, self.stopping)
+            wait = self._count_fresh_for()
+            if wait > 0:
+                await sleep_or_wake(self._clock, wait, self.stopping)
             try:
                 await self._count_backlog()
             except Exception:  # speed only: never fatal, never an unretrieved task error

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
@@ -26,3 +28,15 @@ async def engine(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Engine]:
         yield built
     finally:
         await built.store.stop()
+
+
+@pytest.fixture
+def process_logging_restored() -> Iterator[None]:
+    """For tests that configure the process's logging (``configure_logging``, ``actwheel run``): the next
+    test gets structlog's defaults and the root logger back (its handler wrote to this test's stderr)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -4,24 +4,14 @@ the same lines with URL passwords masked — and the MCP SDK no longer takes the
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
-import structlog
 
 from actwheel.logs import configure_logging, get_logger
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("process_logging_restored")
 
 
 def _lines(err: str) -> list[dict[str, Any]]:

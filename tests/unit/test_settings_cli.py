@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from actwheel.cli import main
 from actwheel.errors import InvalidInput
 from actwheel.redact import redact_url as _safe
 from actwheel.settings import ALL_ROLES, DEFAULT_DATABASE_URL, Settings, instance_id, parse_http
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """``actwheel run`` configures structlog and the root logger for the process; give the next test
-    the defaults back (the root handler writes to this test's captured stderr)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("process_logging_restored")  # actwheel run configures logging
 
 
 @pytest.fixture
