@@ -2,11 +2,12 @@
 
 Every ``interval_s`` the instance holding the ``retention`` job lease removes what is older than
 ``retention_s`` (``ACTWHEEL_RETENTION_S``, 30 days by default): finished runs with their audit
-rows, published outbox rows, dead letters and idempotency keys. It removes at most ``batch`` rows
-of a kind per transaction and pauses ``pause_s`` between transactions, so it never holds locks the
-claim and finish paths wait on (or SQLite's one writer) for longer than one small delete; on SQLite
-it hands the freed pages back to the file after each batch (incremental vacuum). A stop request
-ends a sweep between two batches.
+rows, published outbox rows, dead letters and idempotency keys; and, whatever the window, the
+credentials that expired more than a day ago (MCP run-now confirmations, dashboard sessions). It
+removes at most ``batch`` rows of a kind per transaction and pauses ``pause_s`` between
+transactions, so it never holds locks the claim and finish paths wait on (or SQLite's one writer)
+for longer than one small delete; on SQLite it hands the freed pages back to the file after each
+batch (incremental vacuum). A stop request ends a sweep between two batches.
 
 Why it is safe: every delete re-checks its condition on the row it removes (a run still open, or
 finished after the cutoff, stays), so two sweepers at once are harmless and the lease only saves
@@ -41,6 +42,8 @@ _log = get_logger("actwheel.retention")
 LEASE_NAME = "retention"
 #: How long a lease release at stop may take before the lease is left to expire.
 _RELEASE_TIMEOUT_S = 2.0
+#: How long an expired confirmation or dashboard session is kept (their rows answer "expired", not "unknown").
+EXPIRED_KEPT = timedelta(days=1)
 #: Free pages given back to the file after each batch that deleted something (SQLite; 8 MiB of 4 KiB pages).
 _RECLAIM_PAGES = 2000
 
@@ -57,6 +60,8 @@ class RetentionReport:
     outbox: int = 0
     dead_letters: int = 0
     idempotency_keys: int = 0
+    confirmations: int = 0
+    ui_sessions: int = 0
     largest_batch: int = 0
     free_pages: int = 0
     complete: bool = False
@@ -103,19 +108,23 @@ class RetentionSweeper(Actor):
         async with self._store.transaction() as tx:
             if not await tx.retention.acquire_lease(LEASE_NAME, self._instance, self._lease_ttl_s):
                 return report
-            before = await tx.now() - self._retention  # the database clock on PostgreSQL
+            now = await tx.now()  # the database clock on PostgreSQL
+        before = now - self._retention
         report.leased, report.before = True, before
         steps: list[Callable[[datetime, RetentionReport], Awaitable[bool]]] = [
-            self._runs, self._outbox, self._dead_letters, self._idempotency_keys]
+            self._runs, self._outbox, self._dead_letters, self._idempotency_keys,
+            lambda _, r: self._expired_credentials(now - EXPIRED_KEPT, r)]
         for step in steps:
             if not await step(before, report):
                 break
         else:
             report.complete = True
-        if report.batches and (report.runs or report.outbox or report.dead_letters or report.idempotency_keys):
+        if report.batches and (report.runs or report.outbox or report.dead_letters or report.idempotency_keys
+                               or report.confirmations or report.ui_sessions):
             _log.info("retention_swept", before=before.isoformat(), runs=report.runs, audit=report.audit,
                       outbox=report.outbox, dead_letters=report.dead_letters,
-                      idempotency_keys=report.idempotency_keys, batches=report.batches, complete=report.complete)
+                      idempotency_keys=report.idempotency_keys, confirmations=report.confirmations,
+                      ui_sessions=report.ui_sessions, batches=report.batches, complete=report.complete)
         return report
 
     async def _runs(self, before: datetime, report: RetentionReport) -> bool:
@@ -170,6 +179,16 @@ class RetentionSweeper(Actor):
                 return True
             if not held or not await self._pause():
                 return False
+
+    async def _expired_credentials(self, before: datetime, report: RetentionReport) -> bool:
+        """Confirmations and dashboard sessions that expired before ``before``: one short transaction
+        (at most what a day of issuing made; nothing else waits on these tables)."""
+        async with self._store.transaction() as tx:
+            report.confirmations += await tx.confirmations.purge(before)
+            report.ui_sessions += await tx.ui_sessions.purge(before)
+            await self._renew(tx)
+        report.count(report.confirmations + report.ui_sessions)
+        return True
 
     async def _renew(self, tx: Transaction) -> bool:
         """Renew the lease in the batch's transaction; False when another instance took it over."""

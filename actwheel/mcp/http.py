@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.request_state import RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -34,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from actwheel.mcp.auth import CALLER_CLAIM, bearer_caller
 from actwheel.mcp.server import ActwheelMCP, build_server
+from actwheel.mcp.state import RoundCodec
 from actwheel.service import Caller, ControlPlane
 from actwheel.settings import Settings, is_loopback
 
@@ -85,9 +85,12 @@ class McpEndpoint:
     :ivar server: the :class:`~actwheel.mcp.server.ActwheelMCP` (tools resolve the caller per request)
     """
 
-    def __init__(self, control: ControlPlane, *, request_state_security: RequestStateSecurity | None = None) -> None:
+    def __init__(self, control: ControlPlane) -> None:
+        self._control = control
+        # Sealed under the database's key once running() has loaded it: any instance unseals it.
+        self._codec = RoundCodec()
         self.server: ActwheelMCP = build_server(control, caller_of=bearer_caller(control.authenticator),
-                                                request_state_security=request_state_security)
+                                                state_codec=self._codec)
         # Builds the session manager (the Starlette app it returns is not used: /mcp is our own route).
         self.server.streamable_http_app(streamable_http_path=MCP_PATH,
                                         transport_security=transport_security(control.settings),
@@ -96,13 +99,21 @@ class McpEndpoint:
         self._running = False
 
     @property
+    def state_codec(self) -> RoundCodec:
+        """What seals this endpoint's ``requestState`` (keyed once :meth:`running` has started)."""
+        return self._codec
+
+    @property
     def is_running(self) -> bool:
         return self._running
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Serve ``/mcp`` inside this block (once per endpoint: the SDK's session manager cannot
-        restart). Leaving it ends every open session."""
+        restart). Leaving it ends every open session. The request-state key is read first (one row of
+        ``mcp_server_keys``, the same on every instance)."""
+        if not self._codec.ready:
+            self._codec.use([await self._control.confirmations.request_state_key()])
         async with self._manager.run():
             self._running = True
             try:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from actwheel.actions.base import ActionDefinition
 from actwheel.mcp.rules import offset_of, run_flags
@@ -155,6 +155,12 @@ class RunNowOut(BaseModel):
     run_id: str | None = None
     run: RunOut | None = None
     warning: str | None = Field(None, description="set when the last run is UNKNOWN: running again may duplicate it")
+
+    @model_serializer(mode="wrap")
+    def _only_what_is_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Each answer carries its own keys (``confirmation_required``: the token and its expiry;
+        ``started``: the run), not the other answers' keys as nulls."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 def fires_out(fires: Sequence[Fire]) -> list[FireOut]:

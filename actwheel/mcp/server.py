@@ -16,11 +16,11 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import UnexpectedToolError
-from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent, ToolAnnotations
 
 from actwheel.errors import ActwheelError, InvalidInput
 from actwheel.mcp.auth import CallerOf
+from actwheel.mcp.state import RoundCodec
 from actwheel.mcp.tools import Tools
 from actwheel.service import Caller, ControlPlane
 
@@ -74,7 +74,7 @@ _TOOLS: dict[str, tuple[ToolAnnotations, tuple[str, ...], bool]] = {
     "disable_automation": (ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                            open_world_hint=False), ("automation:write",), False),
     "run_automation_now": (ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-                                           open_world_hint=True), ("automation:write", "automation:read"), True),
+                                           open_world_hint=True), ("automation:write",), True),
 }
 TOOL_NAMES: tuple[str, ...] = tuple(_TOOLS)
 READ_TOOLS: tuple[str, ...] = tuple(n for n, (a, _, _) in _TOOLS.items() if a.read_only_hint)
@@ -153,17 +153,18 @@ def explain(exc: ActwheelError) -> str:
 
 
 def build_server(control: ControlPlane, *, caller_of: CallerOf,
-                 request_state_security: RequestStateSecurity | None = None) -> ActwheelMCP:
+                 state_codec: RoundCodec | None = None) -> ActwheelMCP:
     """The MCP server over ``control``; ``caller_of`` resolves who calls, per request.
 
-    ``request_state_security``: the keys that seal the 2026-07-28 multi-round ``requestState`` (the
-    elicitation of run now); give every instance behind one load balancer the same. Default: this
-    process's own ephemeral keys.
+    ``state_codec`` seals the 2026-07-28 multi-round ``requestState`` (the elicitation of run now) and
+    names each answered round (:mod:`actwheel.mcp.state`); every instance behind one load balancer
+    must seal under the same key. Default: a key of this process only.
     """
     tools = Tools(control, caller_of)
     with _sdk_logging_refused():
         server = ActwheelMCP(tools, caller_of, name=SERVER_NAME, title="actwheel",
-                             instructions=INSTRUCTIONS, request_state_security=request_state_security)
+                             instructions=INSTRUCTIONS,
+                             request_state_security=(state_codec or RoundCodec.ephemeral()).security())
     for name, (hints, _, _) in _TOOLS.items():
         server.add_tool(getattr(tools, name), name=name, annotations=hints, structured_output=True)
     return server

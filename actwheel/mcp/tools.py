@@ -39,6 +39,7 @@ from actwheel.mcp.outputs import (
     run_out,
 )
 from actwheel.mcp.rules import UNKNOWN_SENTENCE, automation_summary, preview_summary, require_named_zone
+from actwheel.mcp.state import answered_round
 from actwheel.service import Caller, ControlPlane
 from actwheel.storage.records import Automation, AutomationStatus, RunStatus
 from actwheel.triggers import Fire, preview_fires
@@ -94,7 +95,7 @@ async def ask_to_run(automation_id: str, confirmation_token: str | None,
     if confirmation_token is not None or mode in ("token", "deny") or not can_elicit(ctx):
         return NOT_ASKED
     caller = await tools.caller(ctx)
-    automation = await tools.control.automations.get(caller, automation_id)
+    automation = await tools.control.automations.get_to_run(caller, automation_id)
     tools.control.confirmations.require_run(caller, automation)
     summary, warning = await tools.run_summary(caller, automation)
     message = f"Run this automation now? {summary}" + (f" {warning}" if warning else "")
@@ -293,12 +294,15 @@ class Tools:
         if isinstance(answer, RunConfirmation):
             if not answer.confirm:
                 return await self._not_run(caller, automation_id, "declined")
-            run = await self.control.automations.run_now(caller, automation_id)
+            # A client that sends this final round twice gets the run of the first (mcp/state.py).
+            answered = answered_round(ctx.request_state)
+            run = await self.control.automations.run_now(
+                caller, automation_id, dedupe_id=None if answered is None else f"elicit_{answered[:32]}")
             return await self._started(caller, automation_id, run)
         if mode == "elicit":
             raise ToolError("this server confirms run now only by asking the user through the client "
                             "(ACTWHEEL_MCP_RUN_NOW=elicit), and this client declared no elicitation capability")
-        automation = await self.control.automations.get(caller, automation_id)
+        automation = await self.control.automations.get_to_run(caller, automation_id)
         issued = await self.control.confirmations.issue(caller, automation)
         summary, warning = await self.run_summary(caller, automation)
         return RunNowOut(status="confirmation_required", summary=summary, confirmation_token=issued.token,
@@ -320,12 +324,12 @@ class Tools:
         return summary, None
 
     async def _started(self, caller: Caller, automation_id: str, run: Any) -> RunNowOut:
-        automation = await self.control.automations.get(caller, automation_id)
+        automation = await self.control.automations.get_to_run(caller, automation_id)
         summary, warning = await self.run_summary(caller, automation)
         return RunNowOut(status="started", summary=summary, run_id=run.id, run=run_out(run), warning=warning)
 
     async def _not_run(self, caller: Caller, automation_id: str, action: str) -> RunNowOut:
-        automation = await self.control.automations.get(caller, automation_id)
+        automation = await self.control.automations.get_to_run(caller, automation_id)
         summary, warning = await self.run_summary(caller, automation)
         status: Literal["declined", "cancelled"] = "cancelled" if action == "cancel" else "declined"
         return RunNowOut(status=status, summary=f"Not run: the user {status} it. {summary}", warning=warning)

@@ -89,6 +89,8 @@ class AutomationService:
         :raises InvalidInput: listing every bad field with its value; naming ``durable`` when
             ``durable: false`` is asked of an instance without a ticker, or of a full registry
         :raises Unsupported: ``durable: false`` with an event trigger
+        :raises PermissionDenied: naming every missing scope of ``automation:write`` and, created
+            enabled, the action's (the double-scope rule)
         """
         spec = self._parser.parse(_as_agent(caller, payload))
         self._require_change(caller, "automation.create", spec.action_type, spec.action_config, fires=spec.enabled)
@@ -107,10 +109,9 @@ class AutomationService:
 
         :raises InvalidInput: ``items`` is not a list of 1 to :data:`MAX_BATCH`, or listing every bad
             field of every item as ``items[i].<field>``; nothing is stored
-        :raises PermissionDenied: an item whose action needs a scope the caller lacks (the first one,
-            named ``items[i]``); nothing is stored
+        :raises PermissionDenied: the first item the caller may not create (named ``items[i]``), naming
+            every scope it lacks of ``automation:write`` and its action's; nothing is stored
         """
-        require(caller, "automation.create", [WRITE])
         if not isinstance(payloads, list) or not 1 <= len(payloads) <= MAX_BATCH:
             raise InvalidInput("items", payloads if not isinstance(payloads, list) else f"{len(payloads)} items",
                                f"a list of 1 to {MAX_BATCH} automation payloads")
@@ -172,6 +173,15 @@ class AutomationService:
         require(caller, "automation.read", [READ])
         return await self._visible(caller, automation_id)
 
+    async def get_to_run(self, caller: Caller, automation_id: str) -> Automation:
+        """The automation as the run-now rule sees it: ``automation:write`` suffices (no ``automation:read``),
+        so a face can restate what it is about to run to a caller who may run it.
+
+        :raises NotFound: no automation ``automation_id`` that the caller may change
+        """
+        require(caller, "automation.run", [WRITE])
+        return await self._visible(caller, automation_id, write=True)
+
     async def query(self, caller: Caller, *, owner_id: str | None = None, session_id: str | None = None,
                     agent_id: str | None = None, status: AutomationStatus | None = None,
                     enabled: bool | None = None, after_id: str | None = None, limit: int = 100,
@@ -207,7 +217,6 @@ class AutomationService:
         if "enabled" in payload:
             raise InvalidInput("enabled", payload["enabled"],
                                "no 'enabled' in an update: POST /v1/automations/{id}/enable or /disable")
-        require(caller, "automation.update", [WRITE])
         if "labels" in payload:
             payload = _as_agent(caller, payload)
         if self._transient(automation_id) is not None:
@@ -231,10 +240,12 @@ class AutomationService:
                           expected_version: int | None = None) -> tuple[Automation, list[str]]:
         """Enable (recomputing a past ``next_run_at`` from now) or disable (canceling waiting runs).
 
-        Enabling needs the action's scopes too; disabling only ``automation:write``.
+        Enabling needs the action's scopes too (checked with ``automation:write`` once the automation is
+        found, so a refusal names both); disabling only ``automation:write``, checked first.
         """
         action = "automation.enable" if enabled else "automation.disable"
-        require(caller, action, [WRITE])
+        if not enabled:
+            require(caller, action, [WRITE])
         if self._transient(automation_id) is not None:
             current = await self._visible(caller, automation_id, write=True)
             self._require_change(caller, action, current.action_type, current.action_config, fires=enabled)
@@ -292,7 +303,6 @@ class AutomationService:
         ``dedupe_id``: the ``<id>`` (default: a fresh one). A repeated call with the same one returns the
         first run and creates nothing (the MCP face passes its confirmation's id, so a retried call is safe).
         """
-        require(caller, "automation.run", [WRITE])
         transient = await self._visible(caller, automation_id, write=True) if self._transient(automation_id) else None
         async with self._store.transaction() as tx:
             automation = transient or await self._stored(tx, caller, automation_id, write=True)
@@ -312,9 +322,14 @@ class AutomationService:
 
     def _require_change(self, caller: Caller, action: str, action_type: str, action_config: Mapping[str, Any], *,
                         fires: bool) -> None:
-        """The double-scope rule: a change after which the automation can fire needs the action's scopes."""
-        if fires:
-            require(caller, action, self._parser.action_scopes(action_type, action_config))
+        """The double-scope rule: ``automation:write``, and for a change after which the automation can fire
+        the action's scopes as well — in one check, so a refusal names every scope missing.
+
+        Every create, update, enable and run now goes through here (whichever face asks; the HTTP guard
+        leaves these routes' scopes to it), so none of them skips ``automation:write``.
+        """
+        scopes = [WRITE, *self._parser.action_scopes(action_type, action_config)] if fires else [WRITE]
+        require(caller, action, scopes)
 
     def _require_update(self, caller: Caller, current: Automation, payload: Mapping[str, Any]) -> None:
         spec = self._parser.parse(merged_payload(current, payload), check_ended="trigger" in payload)

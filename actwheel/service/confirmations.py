@@ -42,6 +42,7 @@ __all__ = ["CONFIRMATION_TTL", "ConfirmationService", "IssuedConfirmation", "can
 #: How long a run-now confirmation token stays usable.
 CONFIRMATION_TTL = timedelta(minutes=2)
 _DIGEST_KEY = "preview_digest"
+_REQUEST_STATE_KEY = "request_state"
 _TOKEN_PREFIX = "awc_"
 
 
@@ -100,6 +101,11 @@ class ConfirmationService:
                 self._key = await tx.confirmations.server_key(_DIGEST_KEY, os.urandom(32))
         return self._key
 
+    async def request_state_key(self) -> bytes:
+        """The key every instance seals the MCP ``requestState`` with (stored once per database)."""
+        async with self._store.transaction() as tx:
+            return await tx.confirmations.server_key(_REQUEST_STATE_KEY, os.urandom(32))
+
     # --- run-now confirmations ------------------------------------------------------
 
     async def issue(self, caller: Caller, automation: Automation) -> IssuedConfirmation:
@@ -144,7 +150,7 @@ class ConfirmationService:
                 return await tx.runs.get(confirmation.run_id, owner_id=caller.owner_id)
         if self._clock.now() > confirmation.expires_at:
             raise _refused(f"<expired at {confirmation.expires_at.isoformat()}>")
-        current = await self._automations.get(caller, automation_id)
+        current = await self._automations.get_to_run(caller, automation_id)
         if current.version != confirmation.automation_version:
             raise _refused(f"<issued for version {confirmation.automation_version}; the automation is now at "
                            f"version {current.version}>")
@@ -152,11 +158,6 @@ class ConfirmationService:
         async with self._store.transaction() as tx:
             await tx.confirmations.mark_used(confirmation.id, at=self._clock.now(), run_id=run.id)
         return run
-
-    async def purge_expired(self, before: datetime | None = None) -> int:
-        """Delete the confirmations that expired before ``before`` (default: a day ago)."""
-        async with self._store.transaction() as tx:
-            return await tx.confirmations.purge(before or self._clock.now() - timedelta(days=1))
 
     def require_run(self, caller: Caller, automation: Automation) -> None:
         """The run-now rule: ``automation:write`` and the action's scopes.

@@ -116,7 +116,3 @@ class SessionService:
             return False
         async with self._store.transaction() as tx:
             return await tx.ui_sessions.revoke(_hash(token), at=self._clock.now())
-
-    async def purge_expired(self) -> int:
-        async with self._store.transaction() as tx:
-            return await tx.ui_sessions.purge(self._clock.now())

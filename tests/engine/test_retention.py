@@ -159,6 +159,31 @@ async def test_dead_letters_and_idempotency_keys_go_after_the_retention(engine: 
         assert await tx.idempotency.get("webhook:abc") is None
 
 
+async def test_confirmations_and_dashboard_sessions_go_a_day_after_they_expire(engine: Engine) -> None:
+    """Whatever the retention window: an expired credential is useless, kept a day to answer "expired"."""
+    from actwheel.storage.records import NewConfirmation, NewUiSession
+
+    now = engine.clock.now()
+    async with engine.store.transaction() as tx:
+        for name, expires_at in (("old", now + timedelta(minutes=2)), ("new", now + timedelta(days=2))):
+            await tx.confirmations.create(NewConfirmation(
+                id=name, token_hash=f"hash-{name}", owner_id="local", key_id="k", automation_id="a",
+                automation_version=1, created_at=now, expires_at=expires_at))
+            await tx.ui_sessions.create(NewUiSession(
+                id=name, session_hash=f"hash-{name}", key_id="k", owner_id="local", principal_id="local",
+                created_at=now, expires_at=expires_at))
+    advance(engine, DAY_S)
+    assert (await sweeper(engine).sweep()).confirmations == 0  # expired less than a day ago: kept
+    advance(engine, 300)
+    report = await sweeper(engine).sweep()
+    assert (report.confirmations, report.ui_sessions) == (1, 1)
+    async with engine.store.transaction() as tx:
+        assert await tx.confirmations.by_hash("hash-old") is None
+        assert await tx.confirmations.by_hash("hash-new") is not None
+        assert await tx.ui_sessions.by_hash("hash-old") is None
+        assert await tx.ui_sessions.by_hash("hash-new") is not None
+
+
 async def test_one_sweeper_at_a_time_holds_the_lease(engine: Engine) -> None:
     assert (await sweeper(engine, instance="a").sweep()).leased
     assert not (await sweeper(engine, instance="b").sweep()).leased
