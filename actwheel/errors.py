@@ -26,10 +26,17 @@
     ├── Unauthenticated                  no credential, or one that is malformed, unknown, revoked or expired
     ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
     ├── Busy                             refused for now (at capacity, or the engine is stopping): retry (503)
+    ├── ChannelFailed                    a notification channel could not deliver; says whether a retry may help
+    ├── BridgeError                      ``actwheel mcp`` cannot reach or use the engine; the sentence says what to do
     └── NotAvailable                     a feature that is not built yet; never a silent no-op
 
 :class:`Unsupported` is the client's fault (what was asked is refused for good), while
 :class:`NotAvailable` is ours (the feature is missing and may come): a 4xx, not a 501.
+
+Not errors, so outside the tree on purpose: the outcomes a bus handler raises to steer its
+consumer, ``Retry`` (requeue, after a delay) and ``Reject`` (dead-letter now), in
+:mod:`actwheel.bus.base`. They are no ``ActwheelError``, so an ``except ActwheelError`` in a
+handler cannot swallow them.
 
 Errors carry the offending id / field / value as attributes *and* in the message,
 so a log line or an API answer is enough to fix the input.
@@ -37,16 +44,18 @@ so a log line or an API answer is enough to fix the input.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "TRANSIENT_CAUSES",
     "ActwheelError",
+    "BridgeError",
     "BusError",
     "BusUnavailable",
     "Busy",
+    "ChannelFailed",
     "Conflict",
     "DestinationRefused",
     "DuplicateActionType",
@@ -342,6 +351,30 @@ class Busy(ActwheelError):
         self.what = what
         self.why = why
         super().__init__(f"{what}: {why}")
+
+
+class ChannelFailed(ActwheelError):
+    """A notification channel could not deliver (raised by ``NotificationChannel.send``).
+
+    :ivar retryable: whether trying again may help
+    :ivar details: what the channel learned (a status, a response), shown with the failed result
+    """
+
+    def __init__(self, message: str, *, retryable: bool, details: Mapping[str, Any] | None = None) -> None:
+        self.retryable = retryable
+        self.details = dict(details or {})
+        super().__init__(message)
+
+
+class BridgeError(ActwheelError):
+    """The stdio bridge (``actwheel mcp``) cannot serve: the message says why and what to do.
+
+    :ivar url: the engine's base URL
+    """
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class NotAvailable(ActwheelError):

@@ -12,6 +12,9 @@ from the database.
 The registry is plain data: no IO. Its :attr:`TransientRegistry.lock`
 serialises the changes that also write runs (firing, disabling, deleting) so
 that a disable can never miss a run being inserted for the same automation.
+:func:`cancel_transient_runs` is the one write those share, in the caller's
+transaction: the service's disable and delete and the timers' end of a
+schedule both cancel a transient automation's waiting runs through it.
 """
 
 from __future__ import annotations
@@ -21,13 +24,17 @@ import dataclasses
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actwheel.clock import Clock
 from actwheel.errors import Conflict, InvalidInput, NotFound
 from actwheel.storage.records import Automation, AutomationStatus
 
-__all__ = ["DEFAULT_CAPACITY", "TRANSIENT_PREFIX", "TransientRegistry", "is_transient_id"]
+if TYPE_CHECKING:
+    from actwheel.events import EventFactory
+    from actwheel.storage.base import Transaction
+
+__all__ = ["DEFAULT_CAPACITY", "TRANSIENT_PREFIX", "TransientRegistry", "cancel_transient_runs", "is_transient_id"]
 
 #: Ids of transient automations start with this, so a run's ``automation_id`` tells where it came from.
 TRANSIENT_PREFIX = "tr_"
@@ -165,3 +172,11 @@ class TransientRegistry:
     def _notify(self, automation_id: str) -> None:
         for watcher in list(self._watchers):
             watcher(automation_id)
+
+
+async def cancel_transient_runs(tx: Transaction, events: EventFactory, automation_id: str, reason: str) -> list[str]:
+    """PENDING / RETRY_WAIT runs of a transient automation → CANCELED(reason), with their ``run.canceled``
+    (the store does this for stored automations in ``set_enabled`` / ``delete``, by the same query)."""
+    canceled = await tx.runs.cancel_waiting(automation_id, reason)
+    await tx.outbox.append_many(events.runs_canceled(canceled, automation_id, reason))
+    return canceled

@@ -145,14 +145,16 @@ async def fresh_database(kind: str) -> AsyncIterator[str]:
         await conn.close()
 
 
-def build_engine(kind: str, database_url: str) -> Engine:
+def build_engine(kind: str, database_url: str, key_folder: Path) -> Engine:
+    """The engine of one run. The bootstrap admin's key goes into ``key_folder`` (a temporary one): on
+    PostgreSQL, :meth:`Settings.admin_key_path` would otherwise put it in the working directory."""
     clock = SystemClock()
     prefix = f"bench-{uuid.uuid4().hex[:8]}." if kind == "services" else ""
     topology = Topology.prefixed(prefix) if prefix else Topology()
     bus: Bus = (AmqpBus(BROKER_URL, topology=topology, clock=clock) if kind == "services"
                 else MemoryBus(topology=topology, clock=clock))
     settings = Settings(database_url=database_url, broker_url=BROKER_URL if kind == "services" else "memory://",
-                        instance="bench", grace_s=5.0)
+                        instance="bench", grace_s=5.0, admin_key_file=str(key_folder / "actwheel-admin.key"))
     return Engine(settings, clock=clock, store=open_store(database_url, clock=clock), bus=bus,
                   topology=topology, queue_prefix=prefix)
 
@@ -194,16 +196,17 @@ async def delete_bus_names(engine: Engine) -> None:
 
 @contextlib.asynccontextmanager
 async def stack_run(kind: str) -> AsyncIterator[StackRun]:
-    async with fresh_database(kind) as url:
-        engine = build_engine(kind, url)
-        try:
-            run = StackRun(kind, engine, url)
-            run.watch_commits()
-            run.token = await bench_owner(engine.store)
-            yield run
-        finally:
-            await engine.stop()
-            await delete_bus_names(engine)
+    with tempfile.TemporaryDirectory(prefix="actwheel-bench-key-") as key_folder:
+        async with fresh_database(kind) as url:
+            engine = build_engine(kind, url, Path(key_folder))
+            try:
+                run = StackRun(kind, engine, url)
+                run.watch_commits()
+                run.token = await bench_owner(engine.store)
+                yield run
+            finally:
+                await engine.stop()
+                await delete_bus_names(engine)
 
 
 GC_TUNE: list[int] = []  # [gen-0 threshold] when --gc-freeze: what actwheel run does after start-up

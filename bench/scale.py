@@ -35,9 +35,11 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -65,6 +67,13 @@ def with_schema(url: str, schema: str) -> str:
     query = dict(parse_qsl(parts.query))
     query["search_path"] = schema
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def engine_settings(url: str, folder: str, roles: tuple[str, ...]) -> Settings:
+    """The bench engine's settings: the bootstrap admin's key goes into ``folder`` (a temporary one),
+    not into the working directory (on PostgreSQL, :meth:`Settings.admin_key_path` falls back to it)."""
+    return Settings(database_url=url, broker_url="memory://", instance="scale", roles=roles,
+                    admin_key_file=str(Path(folder) / "actwheel-admin.key"))
 
 
 def rss_mb() -> float:
@@ -130,15 +139,15 @@ async def measure(count: int, due: int) -> dict[str, object]:
         await load(url, count, due)
         load_s = time.perf_counter() - started
         baseline_s = await baseline_fetch(url)
-        engine = Engine(Settings(database_url=url, broker_url="memory://", instance="scale", roles=("ticker",)),
-                        clock=SystemClock())
-        before = rss_mb()
-        started = time.perf_counter()
-        await engine.start()
-        ready_s = time.perf_counter() - started
-        after = rss_mb()
-        wheel = engine.actors["ticker"].wheel_size  # type: ignore[attr-defined]
-        await engine.stop()
+        with tempfile.TemporaryDirectory(prefix="actwheel-scale-") as folder:
+            engine = Engine(engine_settings(url, folder, ("ticker",)), clock=SystemClock())
+            before = rss_mb()
+            started = time.perf_counter()
+            await engine.start()
+            ready_s = time.perf_counter() - started
+            after = rss_mb()
+            wheel = engine.actors["ticker"].wheel_size  # type: ignore[attr-defined]
+            await engine.stop()
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await admin.close()
@@ -161,13 +170,13 @@ async def create_rate(stored: int, creates: int) -> float:
         await store.start()  # migrations
         await store.stop()
         await load(url, stored, stored // 10)
-        engine = Engine(Settings(database_url=url, broker_url="memory://", instance="scale",
-                                 roles=("planner", "cdc")), clock=SystemClock())
-        await engine.start()
-        try:
-            return await _timed_creates(engine, creates)
-        finally:
-            await engine.stop()
+        with tempfile.TemporaryDirectory(prefix="actwheel-scale-") as folder:
+            engine = Engine(engine_settings(url, folder, ("planner", "cdc")), clock=SystemClock())
+            await engine.start()
+            try:
+                return await _timed_creates(engine, creates)
+            finally:
+                await engine.stop()
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await admin.close()

@@ -37,7 +37,7 @@ from actwheel.logs import get_logger
 from actwheel.messages import ActionRequested, CompletedAction, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
-from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY, acting_agent
+from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY, RESERVED_PREFIX, acting_agent
 from actwheel.service import ActionService
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
@@ -344,7 +344,7 @@ def owner_inactive(run: Run, now: datetime) -> DispatchOutcome:
 def request_of(run: Run, authority: Grant) -> DispatchRequest:
     """The dispatch request for a run: its snapshots, never the automation's current config, with the
     authority decided at dispatch (:func:`authority_of`)."""
-    variables = {k: v for k, v in run.context.items() if not k.startswith("$")}
+    variables = {k: v for k, v in run.context.items() if not k.startswith(RESERVED_PREFIX)}
     return DispatchRequest(
         run_id=run.id, owner_id=run.owner_id, action_type=run.action_type, config=run.action_config,
         scopes=authority.expanded(), automation_id=run.automation_id, attempt=run.attempt,

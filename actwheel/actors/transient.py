@@ -29,10 +29,9 @@ from actwheel.logs import get_logger
 from actwheel.messages import DueItem
 from actwheel.metrics import Metrics
 from actwheel.run_context import CANCELED_DISABLED, TRANSIENT_KEY
-from actwheel.service import cancel_transient_runs
 from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, InsertedRun, NewRun, RunStatus
-from actwheel.transient import TransientRegistry
+from actwheel.transient import TransientRegistry, cancel_transient_runs
 
 __all__ = ["TransientTimers", "transient_dedupe_key"]
 

@@ -12,7 +12,8 @@ import asyncio
 import sys
 from typing import Any
 
-from actwheel.mcp.bridge import DEFAULT_URL, BridgeConfig, BridgeError, run_bridge
+from actwheel.errors import BridgeError
+from actwheel.mcp.bridge import DEFAULT_URL, BridgeConfig, run_bridge
 
 __all__ = ["register"]
 

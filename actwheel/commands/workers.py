@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from actwheel.backoff import exponential_delay
 from actwheel.errors import ActwheelError
 from actwheel.logs import get_logger
 from actwheel.settings import Settings
@@ -83,9 +84,16 @@ class _Worker:
     instance: str
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
-    backoff_s: float = _BACKOFF_FIRST_S
+    #: Exits in a row that came before it ran ``_STABLE_S`` (the last one included): the backoff's attempt.
+    quick_exits: int = 0
     restart_at: float | None = None
     restarts: int = 0
+
+    def restart_delay_s(self, ran_s: float) -> float:
+        """Seconds before this worker, which exited after running ``ran_s`` seconds, is started again: 1 s,
+        doubling to 30 s while it keeps exiting early, back to 1 s once it ran ``_STABLE_S``."""
+        self.quick_exits = 1 if ran_s >= _STABLE_S else self.quick_exits + 1
+        return exponential_delay(self.quick_exits, base_s=_BACKOFF_FIRST_S, max_s=_BACKOFF_MAX_S)
 
 
 @dataclass
@@ -141,11 +149,10 @@ class WorkerPool:
             if worker.proc is None or worker.proc.poll() is None:
                 continue
             ran = now - worker.started_at
-            worker.backoff_s = _BACKOFF_FIRST_S if ran >= _STABLE_S else worker.backoff_s
-            worker.restart_at = now + worker.backoff_s
+            delay_s = worker.restart_delay_s(ran)
+            worker.restart_at = now + delay_s
             _log.error("worker_exited", instance=worker.instance, code=worker.proc.returncode, ran_s=round(ran, 1),
-                       restart_in_s=worker.backoff_s)
-            worker.backoff_s = min(worker.backoff_s * 2, _BACKOFF_MAX_S)
+                       restart_in_s=delay_s)
             worker.proc = None
 
     def _restart_due(self) -> None:

@@ -30,9 +30,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 
+from actwheel.errors import BridgeError
 from actwheel.mcp.server import INSTRUCTIONS, SERVER_NAME
 
-__all__ = ["DEFAULT_URL", "BridgeConfig", "BridgeError", "connect", "proxy_server", "run_bridge"]
+__all__ = ["DEFAULT_URL", "BridgeConfig", "connect", "proxy_server", "run_bridge"]
 
 #: Where ``actwheel run`` listens by default.
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -48,17 +49,6 @@ _STATUS_HINTS: dict[int, str] = {
          "ACTWHEEL_MCP_ALLOWED_HOSTS",
     503: "is not serving MCP yet (503): it is starting or stopping — try again",
 }
-
-
-class BridgeError(Exception):
-    """The bridge cannot serve: the sentence says why and what to do.
-
-    :ivar url: the engine's base URL
-    """
-
-    def __init__(self, url: str, message: str) -> None:
-        super().__init__(message)
-        self.url = url
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from actwheel.service.identity import KeyService, MintedKey, PrincipalService
 from actwheel.service.ontology import OntologyService, SecretService
 from actwheel.service.payload import AutomationSpec, SpecParser
 from actwheel.service.runs import RunService, RunWithTrail
-from actwheel.service.transient import TransientAutomations, cancel_transient_runs
+from actwheel.service.transient import TransientAutomations
 
 __all__ = [
     "ActionService",
@@ -39,5 +39,4 @@ __all__ = [
     "TransientAutomations",
     "TriggerService",
     "caller_snapshot",
-    "cancel_transient_runs",
 ]

@@ -18,11 +18,11 @@ from actwheel.events import EventFactory
 from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED
 from actwheel.service.caller import Caller
 from actwheel.service.payload import AutomationSpec, SpecParser, cursor_on_enable, first_fire, merged_payload
-from actwheel.storage.base import Store, Transaction
+from actwheel.storage.base import Store
 from actwheel.storage.records import Automation, AutomationStatus, Deleted
-from actwheel.transient import TransientRegistry
+from actwheel.transient import TransientRegistry, cancel_transient_runs
 
-__all__ = ["TransientAutomations", "cancel_transient_runs"]
+__all__ = ["TransientAutomations"]
 
 
 class TransientAutomations:
@@ -112,14 +112,6 @@ class TransientAutomations:
             for automation_id in automation_ids:
                 self._registry.discard(automation_id)
         return Deleted(automation_ids=tuple(automation_ids), canceled_run_ids=tuple(canceled))
-
-
-async def cancel_transient_runs(tx: Transaction, events: EventFactory, automation_id: str, reason: str) -> list[str]:
-    """PENDING / RETRY_WAIT runs of a transient automation → CANCELED(reason), with their ``run.canceled``
-    (the store does this for stored automations in ``set_enabled`` / ``delete``, by the same query)."""
-    canceled = await tx.runs.cancel_waiting(automation_id, reason)
-    await tx.outbox.append_many(events.runs_canceled(canceled, automation_id, reason))
-    return canceled
 
 
 def _refuse_event_trigger(spec: AutomationSpec) -> None:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
+from actwheel.run_context import CANCELED_DELETED, CANCELED_DISABLED
 from actwheel.storage import _codec as codec
 from actwheel.storage._codec import JsonText
 from actwheel.storage._rows import (
@@ -29,11 +30,6 @@ from actwheel.storage.records import (
 )
 
 __all__ = ["SqlAutomations"]
-
-
-_CANCEL_REASON_DISABLED = "automation_disabled"
-
-_CANCEL_REASON_DELETED = "automation_deleted"
 
 
 def _label(labels: Mapping[str, Any], key: str) -> str | None:
@@ -245,7 +241,7 @@ class SqlAutomations(AutomationRepository):
             raise Conflict("automation", automation_id, f"version is {current.version}, not {expected_version}")
         row = await self._sql.fetchrow("touch_automation", {"id": automation_id})
         assert row is not None
-        canceled = [] if enabled else await cancel_waiting_runs(self._sql, [automation_id], _CANCEL_REASON_DISABLED)
+        canceled = [] if enabled else await cancel_waiting_runs(self._sql, [automation_id], CANCELED_DISABLED)
         return automation_of_spec_and_state(row, state), canceled
 
     async def _lock(self, automation_id: str) -> None:
@@ -272,7 +268,7 @@ class SqlAutomations(AutomationRepository):
 
     async def _delete(self, query: str, params: Mapping[str, Any]) -> Deleted:
         ids = [r["id"] for r in await self._sql.fetch(query, params)]
-        canceled = await cancel_waiting_runs(self._sql, ids, _CANCEL_REASON_DELETED)
+        canceled = await cancel_waiting_runs(self._sql, ids, CANCELED_DELETED)
         return Deleted(automation_ids=tuple(ids), canceled_run_ids=tuple(canceled))
 
     async def advance_cursor(

@@ -21,10 +21,11 @@ from typing import Any, cast
 import aiosqlite
 import orjson
 
+from actwheel.backoff import exponential_delay
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import IntegrityViolation, InvalidInput, StorageError, StorageFull, StorageUnavailable
 from actwheel.logs import get_logger
-from actwheel.storage import _codec as c
+from actwheel.storage import _codec as codec
 from actwheel.storage._repos import SqlTransaction
 from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
@@ -45,7 +46,7 @@ _INTEGRITY_KINDS = (
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
-        return c.to_micros(value)
+        return codec.to_micros(value)
     if isinstance(value, bytes):
         raise TypeError("bytes cannot travel in a JSON batch; use copy_rows")
     raise TypeError(f"cannot encode {type(value).__name__}")
@@ -53,14 +54,14 @@ def _json_default(value: Any) -> Any:
 
 def _encode(value: Any) -> Any:
     if isinstance(value, datetime):
-        return c.to_micros(value)
+        return codec.to_micros(value)
     if isinstance(value, list | tuple):
         return orjson.dumps(value, default=_json_default, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
     return value
 
 
 #: Values sqlite3 binds as they are (everything else goes through :func:`_encode`).
-_PLAIN = frozenset({str, int, float, bytes, type(None), c.JsonText})
+_PLAIN = frozenset({str, int, float, bytes, type(None), codec.JsonText})
 
 
 @cache
@@ -102,7 +103,7 @@ class _SqliteRunner(SqlRunner):
         given = params or {}
         bound = {name: _encode(given[name]) for name in query.params if name != "now"}
         if "now" in query.params:
-            bound["now"] = c.to_micros(self._clock.now())
+            bound["now"] = codec.to_micros(self._clock.now())
         return bound
 
     async def fetch(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
@@ -136,7 +137,7 @@ class _SqliteRunner(SqlRunner):
         query = self._queries[name]
         sql, pick = _positional(query)
         if "now" in query.params:
-            now = c.to_micros(self._clock.now())  # once, not once per row
+            now = codec.to_micros(self._clock.now())  # once, not once per row
             rows = [{**row, "now": now} for row in rows]
         values = [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
         if not guarded:
@@ -168,6 +169,8 @@ class _SqliteRunner(SqlRunner):
 _INCREMENTAL = 2
 #: The largest file :meth:`SqliteStore.start` vacuums once to switch it to incremental vacuum (≈ 1 s).
 VACUUM_AT_START_MAX_BYTES = 64 * 1024 * 1024
+#: A PRAGMA refused with "database is locked" is retried after 5 ms, doubling up to 100 ms.
+_PRAGMA_RETRY_S, _PRAGMA_RETRY_CAP_S = 0.005, 0.1
 
 
 async def _pragma(conn: aiosqlite.Connection, name: str) -> int:
@@ -252,7 +255,7 @@ class SqliteStore(Store):
         """One PRAGMA, retried while the file is locked: switching a new file to WAL needs its exclusive
         lock and SQLite answers "database is locked" at once, without its busy handler, when another
         connection opening the same new file holds it (processes migrating one file at once)."""
-        delay, waited = 0.005, 0.0
+        attempt, waited = 0, 0.0
         while True:
             try:
                 await conn.execute(pragma)
@@ -260,9 +263,10 @@ class SqliteStore(Store):
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or waited * 1000 >= self._busy_timeout_ms:
                     raise
+            attempt += 1
+            delay = exponential_delay(attempt, base_s=_PRAGMA_RETRY_S, max_s=_PRAGMA_RETRY_CAP_S)
             await asyncio.sleep(delay)  # a retry backoff, bounded by busy_timeout in all
             waited += delay
-            delay = min(delay * 2, 0.1)
 
     async def _ensure_incremental_vacuum(self) -> None:
         """Switch a database made before 0010 to ``auto_vacuum = INCREMENTAL``, which takes a VACUUM (a

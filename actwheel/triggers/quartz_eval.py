@@ -38,7 +38,7 @@ from actwheel.triggers.quartz_parse import (
     QuartzExpression,
 )
 
-__all__ = ["QuartzLoops", "next_fire_seconds"]
+__all__ = ["next_fire_seconds"]
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _EPOCH = datetime(1970, 1, 1)
@@ -56,6 +56,8 @@ class QuartzLoops(Exception):
 
     Happens with ``L-nW`` when ``n`` reaches back past the start of a short month: the
     nearest weekday lies in the previous month, Quartz moves there, then forward again.
+    Internal to the triggers, so not exported: :mod:`actwheel.triggers.cron` turns it into the
+    ``InvalidTrigger`` the caller sees.
     """
 
 

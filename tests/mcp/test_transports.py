@@ -39,8 +39,9 @@ from actwheel.auth.bootstrap import ensure_admin
 from actwheel.bus import Delivery, MemoryBus, QueueSpec, Topology
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
+from actwheel.errors import BridgeError
 from actwheel.mcp import READ_TOOLS, TOOL_NAMES, build_server, static_caller
-from actwheel.mcp.bridge import BridgeConfig, BridgeError
+from actwheel.mcp.bridge import BridgeConfig
 from actwheel.mcp.http import allowed_hosts, endpoint_of
 from actwheel.service import Caller
 from actwheel.settings import Settings

@@ -29,6 +29,13 @@ OUTER_LAYERS = ("actwheel.bus", "actwheel.storage", "actwheel.actors", "actwheel
 FACES = ("actwheel.api", "actwheel.mcp", "actwheel.ui")
 #: The pure part of ``actwheel.auth``: the key format and the scope algebra (the package loads only these).
 PURE_AUTH = ("actwheel.auth", "actwheel.auth.keys", "actwheel.auth.scopes")
+#: The small modules of the pure core (docs/architecture.md's diagram, beside the wheel and the triggers).
+PURE_MODULES = ("actwheel.clock", "actwheel.errors", "actwheel.policy", "actwheel.messages", "actwheel.topics",
+                "actwheel.run_context", "actwheel.backoff", "actwheel.redact", "actwheel.batching",
+                "actwheel.cancellation")
+#: The modules of ``actwheel.service`` an actor may take anything from: the caller and the checks every use case
+#: shares. From the others it takes the use cases only (the ``…Service`` classes the bus commands call).
+SERVICE_SEAM_MODULES = ("actwheel.service.caller", "actwheel.service.authorize")
 
 
 def _module_name(path: Path) -> str:
@@ -138,6 +145,10 @@ def test_importing_a_pure_package_in_a_fresh_interpreter_loads_no_io_library(pac
     assert loaded.stdout.strip() == "[]"
 
 
+def test_the_small_pure_modules_load_nothing_that_does_io() -> None:
+    assert _breaches(PURE_MODULES, imported_closure, lambda _: False, _io_or_outer) == []
+
+
 def test_storage_knows_no_actor_face_or_bus() -> None:
     def above_storage(name: str) -> bool:
         return any(_within(name, layer) for layer in ("actwheel.actors", "actwheel.api", "actwheel.bus",
@@ -191,3 +202,42 @@ def test_faces_call_the_service_only() -> None:
     assert _breaches(faces, direct_imports, lambda name: _within(name, "actwheel.storage.records"),
                      behind_the_service) == []
     assert [access for face in faces for access in _store_access(face)] == []
+
+
+def _service_names(module: str) -> Iterator[tuple[str, str]]:
+    """``(service module, name)`` for each name ``module`` takes from ``actwheel.service`` (``""``: the module)."""
+    for node in ast.walk(ast.parse(_modules()[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, "") for alias in node.names if _within(alias.name, "actwheel.service"))
+        elif isinstance(node, ast.ImportFrom) and _within(target := _absolute(module, node), "actwheel.service"):
+            yield from ((target, alias.name) for alias in node.names)
+
+
+def _service_seam(service_module: str, name: str) -> bool:
+    """A use case (a ``…Service`` class), or anything of the caller and the shared checks."""
+    if service_module in SERVICE_SEAM_MODULES or f"{service_module}.{name}" in SERVICE_SEAM_MODULES:
+        return True
+    return name.endswith("Service") or name == "Caller"
+
+
+@pytest.mark.parametrize(("service_module", "name", "allowed"), [
+    ("actwheel.service", "AutomationService", True),
+    ("actwheel.service", "Caller", True),
+    ("actwheel.service.caller", "Caller", True),
+    ("actwheel.service", "caller", True),
+    ("actwheel.service.authorize", "require", True),
+    ("actwheel.service", "cancel_transient_runs", False),
+    ("actwheel.service.payload", "first_fire", False),
+    ("actwheel.service.transient", "", False),
+])
+def test_the_service_seam_rule_tells_use_cases_from_helpers(service_module: str, name: str, allowed: bool) -> None:
+    assert _service_seam(service_module, name) is allowed
+
+
+def test_actors_take_use_cases_not_helpers_from_the_service() -> None:
+    """An actor that serves a bus command calls a use case, as a face does; a helper both need (a rule on
+    runs, a cancel cascade) sits below both, where the service and the actors may import it."""
+    breaches = sorted(f"{actor} → {service_module}" + (f".{name}" if name else "")
+                      for actor in modules_of("actwheel.actors")
+                      for service_module, name in _service_names(actor) if not _service_seam(service_module, name))
+    assert breaches == []

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import random
+import sqlite3
+from typing import Any
 
 import pytest
 
 from actwheel.backoff import EQUAL_JITTER, exponential_delay, spread
+from actwheel.commands.workers import _Worker
 from actwheel.redact import redact_url
+from actwheel.storage import sqlite as sqlite_store
 
 
 @pytest.mark.parametrize(("url", "shown"), [
@@ -53,3 +57,35 @@ def test_spread_jitter_is_symmetric_and_never_negative() -> None:
 
 def test_a_multiplier_other_than_two_is_honoured() -> None:
     assert exponential_delay(3, base_s=1.0, max_s=1000.0, multiplier=10.0) == 100.0
+
+
+def test_a_worker_restarts_after_one_second_doubling_to_thirty_and_back_to_one_once_it_ran_a_minute() -> None:
+    worker = _Worker(index=0, instance="w0")
+    quick = [worker.restart_delay_s(ran_s=2.0) for _ in range(7)]
+    assert quick == [1, 2, 4, 8, 16, 30, 30]
+    assert worker.restart_delay_s(ran_s=60.0) == 1
+    assert worker.restart_delay_s(ran_s=0.5) == 2
+
+
+async def test_a_locked_pragma_is_retried_after_five_ms_doubling_to_a_tenth_of_a_second(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    class LockedSix:
+        """A connection that answers "database is locked" six times, then runs the PRAGMA."""
+
+        calls = 0
+
+        async def execute(self, pragma: str) -> None:
+            self.calls += 1
+            if self.calls <= 6:
+                raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(sqlite_store.asyncio, "sleep", no_sleep)
+    store = sqlite_store.SqliteStore(":memory:")
+    conn: Any = LockedSix()
+    await store._pragma(conn, "PRAGMA journal_mode = WAL")
+    assert slept == [0.005, 0.01, 0.02, 0.04, 0.08, 0.1]

@@ -35,7 +35,7 @@ from actwheel.actions.executors.webhook import (
     WebhookSettings,
 )
 from actwheel.actions.secrets import ResolvedConfig, resolve_config
-from actwheel.errors import FieldError, InvalidAction, NotFound
+from actwheel.errors import ChannelFailed, FieldError, InvalidAction, NotFound
 from actwheel.topics import RESERVED_NAMESPACES, is_reserved_pattern
 
 __all__ = [
@@ -64,15 +64,6 @@ _SECRET_REF_SCHEMA = {
 _URL_OR_SECRET = {"anyOf": [{"type": "string", "minLength": 1}, _SECRET_REF_SCHEMA]}
 # A user's message under actwheel's own routing keys would impersonate actwheel's events.
 _OUTSIDE_RESERVED = "a routing key outside actwheel's own namespaces (" + ", ".join(RESERVED_NAMESPACES) + ")"
-
-
-class ChannelFailed(Exception):
-    """A channel could not deliver; ``retryable`` says whether trying again may help."""
-
-    def __init__(self, message: str, *, retryable: bool, details: Mapping[str, Any] | None = None) -> None:
-        self.retryable = retryable
-        self.details = dict(details or {})
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)
