@@ -1,5 +1,8 @@
 """Shared fixtures and collection order. Service fixtures (PostgreSQL, RabbitMQ) live in tests/services.py.
 
+``process_logging_restored`` is for a test that configures the process's logging (``actwheel run``,
+``actwheel users|keys``, ``configure_logging`` itself).
+
 Tests marked ``restart`` stop and restart the shared dev RabbitMQ and PostgreSQL, so they run
 after every other test whatever their file names: a test sharing those services must never see
 them go down under it. The sort is stable, so the order within each group is unchanged.
@@ -8,9 +11,12 @@ them go down under it. The sort is stable, so the order within each group is unc
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
+from collections.abc import Iterator
 
 import pytest
+import structlog
 from pytest_asyncio import is_async_test
 
 
@@ -37,3 +43,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             return
     if not loop.is_running() and not loop.is_closed():
         loop.close()
+
+
+@pytest.fixture
+def process_logging_restored() -> Iterator[None]:
+    """For tests that configure the process's logging (``configure_logging``, ``actwheel run``, the identity
+    commands): the next test gets structlog's defaults and the root logger back (its handler wrote to this
+    test's stderr)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -18,6 +18,7 @@ from actwheel.service.caller import Caller
 from actwheel.storage import open_store
 
 Capsys = pytest.CaptureFixture[str]
+pytestmark = pytest.mark.usefixtures("process_logging_restored")  # the identity commands configure logging
 
 
 @pytest.fixture

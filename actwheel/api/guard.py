@@ -5,8 +5,12 @@ Every route of the app has exactly one :class:`RoutePolicy` in :data:`ROUTE_POLI
 every route of the app against the table, so no route can ship unguarded.
 
 The table is the coarse gate (the resource scope of the route); the service layer checks again
-and more finely (the double-scope rule, owner isolation in SQL), for every face alike. A key is
-read from ``Authorization: Bearer <key>`` only — a key in a query string is ignored.
+and more finely (the double-scope rule, owner isolation in SQL), for every face alike. A route
+that can leave an automation able to fire (``fires=True``: create, batch create, update, enable,
+run now) is the exception: its scopes are required by the service layer *together with* the
+action's, in one check, so its 403 names every missing scope (``automation:write`` and
+``webhook:call``, say); the guard only authenticates. A key is read from
+``Authorization: Bearer <key>`` only — a key in a query string is ignored.
 
 The dashboard's pages (``/ui/…``) carry ``credential="session"``: their caller comes from the
 server-side session in the ``aw_session`` cookie (none, or an ended one, is a 303 to ``/ui/login``),
@@ -65,15 +69,26 @@ class RoutePolicy:
         types), ``admin`` (principals), ``self`` (the caller's own identity), ``none`` (public)
     :ivar credential: what authenticates — ``bearer`` (an API key), ``session`` (the dashboard's
         session cookie; POSTs need its CSRF token), ``either`` (the live stream)
+    :ivar fires: the route can leave an automation able to fire: the service layer requires ``scopes``
+        with the action's scopes in one check (the double-scope rule), so the guard leaves them to it
+        and the 403 names every missing scope; a route with an id answers 404 for an automation the
+        caller cannot reach before any 403
     """
 
     scopes: tuple[str, ...] = ()
     public: bool = False
     ownership: str = "owner"
     credential: str = "bearer"
+    fires: bool = False
+
+    def guard_requires(self) -> tuple[str, ...]:
+        """The scopes the guard itself checks: none for a ``fires`` route (the service layer does)."""
+        return () if self.fires else self.scopes
 
 
 PUBLIC = RoutePolicy(public=True, ownership="none")
+#: A route after which an automation can fire: automation:write and the action's scopes, in the service.
+FIRES = RoutePolicy(("automation:write",), fires=True)
 
 
 def _page(*scopes: str, ownership: str = "owner") -> RoutePolicy:
@@ -91,15 +106,15 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("GET", "/openapi.json"): PUBLIC,  # the REST API's OpenAPI document (actwheel.api.openapi)
     ("GET", "/docs"): PUBLIC,  # the same document as a page
     ("GET", "/v1/whoami"): RoutePolicy(ownership="self"),
-    ("POST", "/v1/automations"): RoutePolicy(("automation:write",)),
-    ("POST", "/v1/automations/batch"): RoutePolicy(("automation:write",)),
+    ("POST", "/v1/automations"): FIRES,
+    ("POST", "/v1/automations/batch"): FIRES,
     ("GET", "/v1/automations"): RoutePolicy(("automation:read",)),
     ("GET", "/v1/automations/{id}"): RoutePolicy(("automation:read",)),
-    ("PATCH", "/v1/automations/{id}"): RoutePolicy(("automation:write",)),
+    ("PATCH", "/v1/automations/{id}"): FIRES,
     ("DELETE", "/v1/automations/{id}"): RoutePolicy(("automation:write",)),
-    ("POST", "/v1/automations/{id}/enable"): RoutePolicy(("automation:write",)),
+    ("POST", "/v1/automations/{id}/enable"): FIRES,
     ("POST", "/v1/automations/{id}/disable"): RoutePolicy(("automation:write",)),
-    ("POST", "/v1/automations/{id}/run"): RoutePolicy(("automation:write",)),
+    ("POST", "/v1/automations/{id}/run"): FIRES,
     ("GET", "/v1/runs"): RoutePolicy(("run:read",)),
     ("GET", "/v1/runs/{id}"): RoutePolicy(("run:read",)),
     ("POST", "/v1/actions"): RoutePolicy(("action:request",)),
@@ -191,7 +206,7 @@ def guarded(method: str, path: str, handler: Handler, authenticator: Authenticat
                 if rule.credential == "session":
                     return RedirectResponse(LOGIN_PATH, status_code=303)
                 raise
-            missing = caller.grant.missing(rule.scopes)
+            missing = caller.grant.missing(rule.guard_requires())
             if missing:
                 raise PermissionDenied(caller.who, f"{method} {path}", missing)
             request.state.caller = caller

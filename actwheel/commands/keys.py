@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="keys_command", metavar="SUBCOMMAND", required=True)
 
     create = sub.add_parser("create", help="mint a key; prints it once, alone, on stdout")
-    create.add_argument("--principal", required=True, help="the user (or service) that owns the key")
+    create.add_argument("--principal", required=True,
+                        help="the user that owns the key (an agent's keys are its user's: add --agent)")
     create.add_argument("--name", required=True, help="what the key is for (at most 100 characters)")
     create.add_argument("--scopes", required=True, type=comma_list,
                         help="comma-separated; the key never grants more than its principal's ceiling")

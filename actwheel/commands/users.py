@@ -7,6 +7,11 @@ administrator. Its changes are security events with ``actor_id = "cli"``.
 
 Exit codes: 0 done; 2 bad input (the message names the field, as the API's 422 does); 1 anything
 else (not found, a conflict, the database unreachable).
+
+stdout carries only what a command prints (a new key, alone, for ``keys create|rotate``): logging is
+configured at WARNING on stderr, so the use cases' own log lines (a ``security_event`` for every change,
+at INFO, which a running engine logs) never reach it. The change itself is stored as a security event,
+and the command says on stderr what it did.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, TypeVar
 from actwheel.clock import Clock, SystemClock
 from actwheel.commands.migrate import ENV_DATABASE_URL, database_url
 from actwheel.errors import ActwheelError, InvalidInput, StorageUnavailable
+from actwheel.logs import configure_logging
 from actwheel.service.caller import Caller
 from actwheel.service.identity import PrincipalService
 from actwheel.storage import DEFAULT_DATABASE_URL, Store, open_store
@@ -89,6 +95,7 @@ def run_on_store(command: str, url: str | None, use: Callable[[Store, Clock], Aw
     :returns: (exit code, what ``use`` returned or ``None``); every error is reported on stderr,
         prefixed with ``actwheel <command>:``
     """
+    configure_logging("WARNING")  # stderr: stdout is the key's alone
     clock = SystemClock()
 
     async def session() -> T:

@@ -109,20 +109,33 @@ class AutomationService:
 
         :raises InvalidInput: ``items`` is not a list of 1 to :data:`MAX_BATCH`, or listing every bad
             field of every item as ``items[i].<field>``; nothing is stored
-        :raises PermissionDenied: the first item the caller may not create (named ``items[i]``), naming
-            every scope it lacks of ``automation:write`` and its action's; nothing is stored
+        :raises PermissionDenied: naming the first item the caller may not create (``items[i]``) and every
+            scope missing for any item, ``automation:write`` and the actions'; nothing is stored
         """
         if not isinstance(payloads, list) or not 1 <= len(payloads) <= MAX_BATCH:
             raise InvalidInput("items", payloads if not isinstance(payloads, list) else f"{len(payloads)} items",
                                f"a list of 1 to {MAX_BATCH} automation payloads")
         specs = self._parse_items(caller, payloads)
+        self._require_items(caller, specs)
+        return await self._write_creates([_Create(caller, spec) for spec in specs])
+
+    def _require_items(self, caller: Caller, specs: Sequence[AutomationSpec]) -> None:
+        """The double-scope rule for every item of a batch, refused at once: the scopes missing for any item.
+
+        :raises PermissionDenied: naming the first refused item (and how many more) and every scope missing
+        """
+        refused: list[int] = []
+        missing: set[str] = set()
         for i, spec in enumerate(specs):
             try:
                 self._require_change(caller, "automation.create", spec.action_type, spec.action_config,
                                      fires=spec.enabled)
             except PermissionDenied as exc:
-                raise PermissionDenied(exc.subject, f"automation.create of items[{i}]", exc.missing) from None
-        return await self._write_creates([_Create(caller, spec) for spec in specs])
+                refused.append(i)
+                missing.update(exc.missing)
+        if refused:
+            more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+            raise PermissionDenied(caller.who, f"automation.create of items[{refused[0]}]{more}", sorted(missing))
 
     def _parse_items(self, caller: Caller, payloads: Sequence[Any]) -> list[AutomationSpec]:
         specs: list[AutomationSpec] = []

@@ -208,8 +208,8 @@ class SqlApiKeys(ApiKeyRepository):
                 return NotFound("principal", principal_id)
         return InvalidInput("agent_id", agent_id, f"an agent of {owner_id!r} (its parent_id)")
 
-    async def get(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
-        row = await self._sql.fetchrow("get_api_key", {"id": key_id, "owner_id": owner_id})
+    async def get(self, key_id: str, *, owner_id: str | None = None, agent_id: str | None = None) -> ApiKey:
+        row = await self._sql.fetchrow("get_api_key", {"id": key_id, "owner_id": owner_id, "agent_id": agent_id})
         if row is None:
             raise NotFound("api_key", key_id)
         return api_key_of(row)
@@ -218,16 +218,17 @@ class SqlApiKeys(ApiKeyRepository):
         row = await self._sql.fetchrow("api_key_by_hash", {"key_hash": key_hash})
         return None if row is None else api_key_of(row)
 
-    async def for_owner(self, owner_id: str, *, include_dead: bool = False) -> list[ApiKey]:
-        params = {"owner_id": owner_id, "include_dead": bool(include_dead)}
+    async def for_owner(self, owner_id: str, *, agent_id: str | None = None,
+                        include_dead: bool = False) -> list[ApiKey]:
+        params = {"owner_id": owner_id, "agent_id": agent_id, "include_dead": bool(include_dead)}
         return [api_key_of(r) for r in await self._sql.fetch("api_keys_for_owner", params)]
 
     async def count_live(self, owner_id: str) -> int:
         row = await self._sql.fetchrow("count_live_api_keys", {"owner_id": owner_id})
         return int(row["n"]) if row is not None else 0
 
-    async def revoke(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
-        row = await self._sql.fetchrow("revoke_api_key", {"id": key_id, "owner_id": owner_id})
+    async def revoke(self, key_id: str, *, owner_id: str | None = None, agent_id: str | None = None) -> ApiKey:
+        row = await self._sql.fetchrow("revoke_api_key", {"id": key_id, "owner_id": owner_id, "agent_id": agent_id})
         if row is None:
             raise NotFound("api_key", key_id)
         return api_key_of(row)

@@ -305,6 +305,12 @@ class SqlRuns(RunRepository):
             raise NotFound("run", run_id)
         return run_of(row)
 
+    async def get_many(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        ids = list(dict.fromkeys(codec.ids("run_ids", run_ids)))
+        if not ids:
+            return {}
+        return {r["id"]: run_of(r) for r in await self._sql.fetch("get_runs", {"ids": ids})}
+
     async def query(
         self,
         *,
@@ -470,3 +476,10 @@ class SqlRuns(RunRepository):
         if not ids:
             return set()
         return {r["automation_id"] for r in await self._sql.fetch("active_automation_ids", {"ids": ids})}
+
+    async def latest_of(self, automation_ids: Sequence[str], *, owner_id: str | None = None) -> dict[str, Run]:
+        ids = list(dict.fromkeys(codec.ids("automation_ids", automation_ids)))
+        if not ids:
+            return {}
+        params = {"ids": ids, "owner_id": None if owner_id is None else codec.text_field("owner_id", owner_id)}
+        return {r["automation_id"]: run_of(r) for r in await self._sql.fetch("latest_runs_of", params)}

@@ -270,6 +270,14 @@ class RunRepository(ABC):
         """
 
     @abstractmethod
+    async def get_many(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        """The runs of ``run_ids`` that exist, by id, in one statement (duplicates read once, missing
+        ones left out): what the live stream reads for a ``run.ready`` batch.
+
+        :raises InvalidInput: ``run_ids`` is one string, or holds an empty id
+        """
+
+    @abstractmethod
     async def query(
         self,
         *,
@@ -403,6 +411,16 @@ class RunRepository(ABC):
     async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
         """Those of ``automation_ids`` that have a run still going (PENDING, RUNNING, RETRY_WAIT,
         COMPENSATING): the overlap check, batched."""
+
+    @abstractmethod
+    async def latest_of(self, automation_ids: Sequence[str], *, owner_id: str | None = None) -> dict[str, Run]:
+        """The newest run (by ``created_at``; runs created in one transaction tie, in no promised order) of
+        each of ``automation_ids``, by automation id, in one statement: one probe of ``runs_automation_time``
+        per id. An automation without a run is absent; with ``owner_id``, so is one whose newest run is
+        another owner's (filtered in SQL).
+
+        :raises InvalidInput: ``automation_ids`` is one string, or holds a non-string or empty id
+        """
 
 
 class OutboxRepository(ABC):
@@ -694,10 +712,11 @@ class ApiKeyRepository(ABC):
         """
 
     @abstractmethod
-    async def get(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
-        """The key ``key_id`` (live or not); with ``owner_id``, only if that owner's (in SQL).
+    async def get(self, key_id: str, *, owner_id: str | None = None, agent_id: str | None = None) -> ApiKey:
+        """The key ``key_id`` (live or not); with ``owner_id``, only if that owner's; with ``agent_id``,
+        only if bound to that agent (both in SQL).
 
-        :raises NotFound: no such key (of ``owner_id``, when given)
+        :raises NotFound: no such key (of ``owner_id`` and ``agent_id``, when given)
         """
 
     @abstractmethod
@@ -705,18 +724,21 @@ class ApiKeyRepository(ABC):
         """The key with this hash (live or not: the caller tells the two apart), or None."""
 
     @abstractmethod
-    async def for_owner(self, owner_id: str, *, include_dead: bool = False) -> list[ApiKey]:
-        """An owner's live keys (with ``include_dead``, revoked and expired ones too), oldest first."""
+    async def for_owner(self, owner_id: str, *, agent_id: str | None = None,
+                        include_dead: bool = False) -> list[ApiKey]:
+        """An owner's live keys (with ``include_dead``, revoked and expired ones too), oldest first;
+        with ``agent_id``, only the keys bound to that agent."""
 
     @abstractmethod
     async def count_live(self, owner_id: str) -> int:
         """How many live keys ``owner_id`` holds (a cap on keys per owner reads it)."""
 
     @abstractmethod
-    async def revoke(self, key_id: str, *, owner_id: str | None = None) -> ApiKey:
-        """Revoke (idempotent: ``revoked_at`` keeps the first time); with ``owner_id``, only that owner's.
+    async def revoke(self, key_id: str, *, owner_id: str | None = None, agent_id: str | None = None) -> ApiKey:
+        """Revoke (idempotent: ``revoked_at`` keeps the first time); with ``owner_id``, only that owner's;
+        with ``agent_id``, only a key bound to that agent.
 
-        :raises NotFound: no such key (of ``owner_id``, when given)
+        :raises NotFound: no such key (of ``owner_id`` and ``agent_id``, when given)
         """
 
     @abstractmethod

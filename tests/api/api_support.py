@@ -30,8 +30,9 @@ WEBHOOK = {"type": "webhook.call", "config": {"url": "https://example.com/hook"}
 USER_SCOPES = ["action:request", "automation:*", "bus:publish", "function:invoke", "key:read", "key:write",
                "metrics:read", "notification:send", "ontology:read", "ontology:schema", "ontology:write",
                "run:read", "secret:read", "secret:write", "webhook:call"]
-#: alice's agent: automations and runs only.
-AGENT_SCOPES = ["automation:read", "automation:write", "run:read"]
+#: alice's agent: automations and runs, and keys (an agent key mints, lists, revokes and rotates only
+#: its agent's: the matrix checks it answers 404 for alice's own).
+AGENT_SCOPES = ["automation:read", "automation:write", "key:read", "key:write", "run:read"]
 READ_SCOPES = sorted(s for s in Grant.of(USER_SCOPES).expanded() if s.endswith(":read"))
 
 #: The credentials of the matrix, in the order they are tried.

@@ -82,3 +82,42 @@ async def test_action_types_lists_only_what_the_key_may_run(no_hook: World) -> N
     assert {t["type"] for t in everything if not held.missing(t["required_scopes"])} == {t["type"] for t in listed}
     assert "webhook.call" not in {t["type"] for t in listed}
     assert "webhook.call" in {t["type"] for t in everything}
+
+
+async def test_a_refusal_names_automation_write_and_the_action_scopes_together(world: World) -> None:
+    """A key with only the :read scopes gets one 403 naming every scope it lacks, whether the route's own
+    (automation:write) or the action's (webhook:call): on create, batch create, enable, update and run."""
+    both = ("automation:write", "webhook:call")
+    hook = automation_body(action=WEBHOOK)
+    refused = await world.as_("readonly_a", "POST", "/v1/automations", json=hook)
+    assert refused_for(refused, *both), refused.text
+    assert 'scope="automation:write webhook:call"' in refused.headers["WWW-Authenticate"]
+    batch = await world.as_("readonly_a", "POST", "/v1/automations/batch", json={"items": [automation_body(), hook]})
+    assert refused_for(batch, *both), batch.text
+    assert "items[0] and 1 more" in batch.text  # every item refused: the read-only key may create none
+    off = await world.as_("readonly_a", "POST", "/v1/automations", json={**hook, "enabled": False})
+    assert refused_for(off, "automation:write"), off.text
+    created = await world.as_("full_a", "POST", "/v1/automations", json={**hook, "enabled": False})
+    path = f"/v1/automations/{created.json()['id']}"
+    assert refused_for(await world.as_("readonly_a", "POST", f"{path}/enable"), *both)
+    assert refused_for(await world.as_("readonly_a", "PATCH", path, json={"version": 1, "name": "x"}),
+                       "automation:write")  # disabled: the update cannot make it fire
+    assert (await world.as_("full_a", "POST", f"{path}/enable")).status_code == 200
+    version = (await world.as_("full_a", "GET", path)).json()["version"]
+    assert refused_for(await world.as_("readonly_a", "PATCH", path, json={"version": version, "name": "x"}), *both)
+    assert refused_for(await world.as_("readonly_a", "POST", f"{path}/run"), *both)
+    assert refused_for(await world.as_("readonly_a", "POST", f"{path}/disable"), "automation:write")
+    assert (await world.as_("full_a", "GET", path)).json()["name"] == "minutely"
+    assert (await world.as_("full_a", "GET", "/v1/runs")).json()["items"] == []
+
+
+async def test_another_owners_automation_is_404_before_any_scope_is_named(world: World) -> None:
+    """The service finds the automation (owner in SQL) before it names the scopes: bob's read-only key
+    learns nothing of alice's automation, not even the scopes its action needs."""
+    _, token = await world.mint("full_b", {"name": "bob reads", "scopes": ["automation:read"]})
+    world.tokens["readonly_b"] = token
+    created = await world.as_("full_a", "POST", "/v1/automations", json=automation_body(action=WEBHOOK))
+    path = f"/v1/automations/{created.json()['id']}"
+    for method, suffix in (("POST", "/enable"), ("POST", "/run"), ("PATCH", "")):
+        answer = await world.as_("readonly_b", method, path + suffix, json={"version": 1, "name": "x"})
+        assert (answer.status_code, "webhook" in answer.text) == (404, False), (suffix, answer.text)

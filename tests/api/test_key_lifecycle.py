@@ -9,7 +9,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -68,6 +68,30 @@ async def test_a_revoked_key_is_refused_within_the_cache_ttl(world: World) -> No
     assert refused.json()["error"]["code"] == "invalid_token"
     assert refused.headers["WWW-Authenticate"] == 'Bearer realm="actwheel", error="invalid_token"'
     assert token not in refused.text
+
+
+async def test_a_revocation_elsewhere_bites_within_a_second_counting_a_slow_read(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Revoked behind this instance's back (the CLI, another instance: no cache flush here), a key is
+    refused less than 1 s after the read that cached it *began*, even when that read took 80 ms."""
+    key_id, token = await world.mint("full_a", {"name": "doomed", "scopes": ["automation:read"]})
+    real = world.store.transaction
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        world.clock.advance(0.08)
+        return real(*args, **kwargs)
+
+    read_started = world.clock.now()
+    monkeypatch.setattr(world.store, "transaction", slow)
+    assert await status(world, token) == 200
+    monkeypatch.undo()
+    async with world.store.transaction() as tx:
+        await tx.api_keys.revoke(key_id)
+    world.clock.advance(0.5)
+    assert await status(world, token) == 200  # still cached: the bound is the cache's, not "at once"
+    world.clock.advance(max(0.0, 0.95 - (world.clock.now() - read_started).total_seconds()))
+    assert await status(world, token) == 401
+    assert CACHE_TTL_S <= 0.9  # docs/security.md: within 1 s with the read, on every instance
 
 
 async def test_an_expired_key_is_invalid_token(world: World) -> None:
@@ -230,3 +254,55 @@ async def test_a_ban_refuses_the_keys_within_the_cache_ttl_and_an_unban_restores
     assert (await world.as_("admin", "POST", f"/v1/principals/{banned}/unban")).status_code == 200
     world.clock.advance(CACHE_TTL_S)
     assert await status(world, agent) == 200
+
+
+@pytest.mark.parametrize(("principal", "kind"), [("alice-bot", "agent"), ("svc-orders", "service")])
+async def test_a_key_belongs_to_a_user_never_to_an_agent_or_a_service(world: World, principal: str,
+                                                                      kind: str) -> None:
+    """An agent's keys are its user's, bound with agent_id; a service authenticates on the bus by its
+    RabbitMQ user_id. So a key naming either as its principal is refused, and nothing is stored."""
+    await world.as_("admin", "POST", "/v1/principals", json={"id": "svc-orders", "kind": "service",
+                                                            "scopes": ["automation:write"], "on_behalf_of": ["alice"]})
+    refused = await key_answer(world, "admin", {"name": "direct", "scopes": ["automation:read"],
+                                                "principal_id": principal})
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["field"], error["value"]) == ("principal_id", principal)
+    assert kind in error["message"]
+    async with world.store.transaction() as tx:
+        assert await tx.api_keys.for_owner(principal, include_dead=True) == []
+    bound = await key_answer(world, "admin", {"name": "bound", "scopes": ["automation:read"], "principal_id": "alice",
+                                              "agent_id": "alice-bot"})
+    assert (bound.status_code, bound.json()["principal_id"], bound.json()["agent_id"]) == (201, "alice", "alice-bot")
+
+
+async def test_only_the_bootstrap_admin_has_a_star_key(world: World) -> None:
+    refused = await key_answer(world, "admin", {"name": "all", "scopes": ["automation:read", "*"],
+                                                "principal_id": "alice"})
+    assert refused.status_code == 422, refused.text
+    assert (refused.json()["error"]["field"], refused.json()["error"]["value"]) == ("scopes[1]", "*")
+    own = await key_answer(world, "admin", {"name": "all", "scopes": ["*"]})
+    assert (own.status_code, own.json()["scopes"]) == (201, ["*"])
+
+
+async def test_a_key_never_outlives_the_key_that_minted_it(world: World) -> None:
+    short_id, short = await world.mint("full_a", {"name": "short", "scopes": ["automation:read", "key:write"],
+                                                  "expires_in_s": 3600})
+    world.tokens["short"] = short
+    async with world.store.transaction() as tx:
+        limit = (await tx.api_keys.get(short_id)).expires_at
+    child = await key_answer(world, "short", {"name": "child", "scopes": ["automation:read"]})
+    assert child.status_code == 201, child.text
+    asked_long = await key_answer(world, "short", {"name": "long", "scopes": [], "expires_in_s": 86400})
+    rotated = await world.as_("short", "POST", f"/v1/keys/{child.json()['id']}/rotate", json={"grace_s": 0})
+    assert [expiry(a) for a in (child, asked_long, rotated)] == [limit] * 3
+    shorter = await key_answer(world, "short", {"name": "shorter", "scopes": [], "expires_in_s": 60})
+    assert expiry(shorter) < limit
+    # the bootstrap key never expires: what the admin mints lives the default 90 days
+    admins = await key_answer(world, "admin", {"name": "long", "scopes": [], "principal_id": "alice"})
+    assert expiry(admins) - limit > timedelta(days=89)
+
+
+def expiry(answer: httpx.Response) -> datetime:
+    assert answer.status_code == 201, answer.json()["error"]
+    return datetime.fromisoformat(answer.json()["expires_at"])

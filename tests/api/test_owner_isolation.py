@@ -1,6 +1,7 @@
 """Object level: bob (a full key) reaches none of alice's automations (durable or not), runs, secrets or
 keys — by id each answers exactly what a missing id answers, by filter an own-only list — and a
-cascade by session or agent touches only the caller's. On SQLite and PostgreSQL."""
+cascade by session or agent touches only the caller's. An agent key reaches only its agent's
+automations, runs and keys, and mints keys of its agent only. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from api_support import World, automation_body
+from api_support import World, automation_body, bearer
 
 from actwheel.actions.secrets import KEY_ENV, SecretCipher
+from actwheel.auth.authenticator import CACHE_TTL_S
+from actwheel.errors import InvalidInput, NotFound
+from actwheel.service import Caller
 
 MISSING = "au_doesnotexist0000"
 LABELS = {"session_id": "s1", "agent_id": "alice-bot"}
@@ -155,3 +159,64 @@ async def test_an_agent_key_reads_the_runs_of_its_agents_automations_only(world:
     assert (unfiltered.status_code, unfiltered.json()["error"]["field"]) == (422, "automation_id")
     # alice herself still reads both
     assert (await world.as_("full_a", "GET", f"/v1/runs/{other_run}")).status_code == 200
+
+
+async def test_an_agent_key_mints_keys_of_its_agent_for_its_user_only(world: World) -> None:
+    minted = await world.as_("agent_a", "POST", "/v1/keys", json={"name": "sub", "scopes": ["automation:read"]})
+    assert minted.status_code == 201, minted.text
+    assert (minted.json()["principal_id"], minted.json()["agent_id"]) == ("alice", "alice-bot")
+    me = (await world.http.get("/v1/whoami", headers=bearer(minted.json()["key"]))).json()
+    assert (me["principal_id"], me["kind"], me["agent_id"]) == ("alice-bot", "agent", "alice-bot")
+    await world.as_("admin", "POST", "/v1/principals", json={"id": "alice-bot-2", "kind": "agent",
+                                                            "parent_id": "alice", "scopes": ["automation:read"]})
+    explicit = await world.as_("agent_a", "POST", "/v1/keys", json={"name": "same", "scopes": [],
+                                                                   "principal_id": "alice", "agent_id": "alice-bot"})
+    assert explicit.status_code == 201, explicit.text
+    for escape, field in (({"agent_id": "alice-bot-2"}, "agent_id"), ({"principal_id": "bob"}, "principal_id"),
+                          ({"principal_id": "alice-bot"}, "principal_id"), ({"principal_id": "admin"}, "principal_id")):
+        refused = await world.as_("agent_a", "POST", "/v1/keys", json={"name": "x", "scopes": [], **escape})
+        assert (refused.status_code, refused.json()["error"]["field"]) == (422, field), (escape, refused.text)
+        assert refused.json()["error"]["value"] == next(iter(escape.values()))
+    async with world.store.transaction() as tx:
+        alices = await tx.api_keys.for_owner("alice")
+    assert {k.agent_id for k in alices if k.name in ("sub", "same", "x")} == {"alice-bot"}
+    assert len([k for k in alices if k.name == "x"]) == 0
+
+
+async def test_an_agent_key_lists_revokes_and_rotates_only_its_agents_keys(world: World) -> None:
+    own_id, _ = await world.mint("agent_a", {"name": "own", "scopes": ["automation:read"]})
+    listed = (await world.as_("agent_a", "GET", "/v1/keys")).json()["items"]
+    assert {k["agent_id"] for k in listed} == {"alice-bot"}
+    assert {k["id"] for k in listed} == {world.key_ids["agent_a"], own_id}
+    foreign = await world.as_("agent_a", "GET", "/v1/keys?principal_id=bob")
+    assert (foreign.status_code, foreign.json()["error"]["field"]) == (422, "principal_id")
+    for victim in ("full_a", "readonly_a", "full_b", "admin"):
+        key_id = world.key_ids[victim]
+        for method, path in (("DELETE", f"/v1/keys/{key_id}"), ("POST", f"/v1/keys/{key_id}/rotate")):
+            answer = await world.as_("agent_a", method, path, **({"json": {}} if method == "POST" else {}))
+            missing = await world.as_("agent_a", method, path.replace(key_id, "000000000000"),
+                                      **({"json": {}} if method == "POST" else {}))
+            assert answer.status_code == 404, (victim, method, answer.text)
+            assert same_as_missing(answer, missing, key_id, "000000000000")
+    world.clock.advance(CACHE_TTL_S)
+    assert (await world.as_("full_a", "GET", "/v1/whoami")).status_code == 200
+    async with world.store.transaction() as tx:
+        untouched = [await tx.api_keys.get(world.key_ids[v]) for v in ("full_a", "readonly_a", "full_b", "admin")]
+    assert [(k.revoked, k.replaced_by) for k in untouched] == [(False, None)] * 4
+    rotated = await world.as_("agent_a", "POST", f"/v1/keys/{own_id}/rotate", json={"grace_s": 0})
+    assert (rotated.status_code, rotated.json()["agent_id"]) == (201, "alice-bot")
+    revoked = await world.as_("agent_a", "DELETE", f"/v1/keys/{rotated.json()['id']}")
+    assert (revoked.status_code, revoked.json()["revoked"]) == (200, True)
+
+
+async def test_an_agent_caller_holding_admin_scopes_still_reaches_only_its_agents_keys(world: World) -> None:
+    """The service itself, whichever face asks: an agent-bound caller's admin scopes never widen its reach."""
+    agent = Caller("alice", frozenset({"*"}), "alice-bot", "agent", agent_id="alice-bot")
+    keys = world.engine.control.keys
+    for act in (lambda k: keys.revoke(agent, k), lambda k: keys.rotate(agent, k, {})):
+        with pytest.raises(NotFound):
+            await act(world.key_ids["full_a"])
+    assert {k.agent_id for k in await keys.list(agent)} == {"alice-bot"}
+    with pytest.raises(InvalidInput) as other:
+        await keys.list(agent, principal_id="bob")
+    assert (other.value.field, other.value.value) == ("principal_id", "bob")

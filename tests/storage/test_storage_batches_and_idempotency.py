@@ -1,11 +1,11 @@
-"""Contract: automations.get_many, ontology.create_objects, secrets.exists_any, the idempotency ledger."""
+"""Contract: automations.get_many, runs.get_many, ontology.create_objects, secrets.exists_any, idempotency."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from storage_harness import Backend, aborted, db_now, make_automation
+from storage_harness import Backend, aborted, db_now, make_automation, make_run
 
 from actwheel.errors import Conflict, InvalidInput, NotFound
 from actwheel.storage import Store
@@ -35,6 +35,33 @@ async def test_get_many_refuses_one_string_and_empty_ids(store: Store) -> None:
             await tx.automations.get_many(["ok", ""])
     assert one_string.value.field == "automation_ids"
     assert empty_id.value.field == "automation_ids[1]"
+
+
+# --- runs.get_many --------------------------------------------------------------------------
+
+
+async def test_runs_get_many_returns_the_found_runs_by_id_and_leaves_missing_ones_out(store: Store) -> None:
+    a = await make_automation(store)
+    first = await make_run(store, a, "k1")
+    adhoc = await make_run(store, None, "k2", owner_id="bob")
+    async with store.transaction() as tx:
+        found = await tx.runs.get_many([adhoc.id, "ghost", first.id, adhoc.id])
+        single = await tx.runs.get(first.id)
+        nothing = await tx.runs.get_many([])
+    assert set(found) == {first.id, adhoc.id}
+    assert found[first.id] == single
+    assert (found[adhoc.id].owner_id, found[adhoc.id].automation_id) == ("bob", None)
+    assert nothing == {}
+
+
+async def test_runs_get_many_refuses_one_string_and_empty_ids(store: Store) -> None:
+    async with store.transaction() as tx:
+        with pytest.raises(InvalidInput) as one_string:
+            await tx.runs.get_many("abc")
+        with pytest.raises(InvalidInput) as empty_id:
+            await tx.runs.get_many(["ok", ""])
+    assert one_string.value.field == "run_ids"
+    assert empty_id.value.field == "run_ids[1]"
 
 
 # --- ontology.create_objects ----------------------------------------------------------------

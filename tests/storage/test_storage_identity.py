@@ -236,6 +236,30 @@ async def test_another_owners_key_is_not_found(store: Store) -> None:
     assert revoked.revoked is True
 
 
+async def test_an_agent_filter_reaches_only_the_keys_bound_to_that_agent(store: Store) -> None:
+    async with store.transaction() as tx:
+        await with_people(tx)
+        await tx.principals.create(agent("a-2", "alice"))
+        users = await tx.api_keys.create(key("alice", 1))
+        bots = await tx.api_keys.create(key("alice", 2, agent_id="a-1"))
+        others = await tx.api_keys.create(key("alice", 3, agent_id="a-2"))
+        listed = await tx.api_keys.for_owner("alice", agent_id="a-1")
+        got = await tx.api_keys.get(bots.id, owner_id="alice", agent_id="a-1")
+        for refused in (users.id, others.id):
+            with pytest.raises(NotFound):
+                await tx.api_keys.get(refused, owner_id="alice", agent_id="a-1")
+            with pytest.raises(NotFound):
+                await tx.api_keys.revoke(refused, owner_id="alice", agent_id="a-1")
+        untouched = [await tx.api_keys.get(k) for k in (users.id, others.id)]
+        revoked = await tx.api_keys.revoke(bots.id, owner_id="alice", agent_id="a-1")
+        everyone = await tx.api_keys.for_owner("alice")
+    assert [k.id for k in listed] == [bots.id]
+    assert got == bots
+    assert [k.revoked for k in untouched] == [False, False]
+    assert revoked.revoked is True
+    assert sorted(k.id for k in everyone) == sorted([users.id, others.id])
+
+
 async def test_live_keys_are_neither_revoked_nor_expired_by_the_transactions_clock(store: Store) -> None:
     async with store.transaction() as tx:
         await with_people(tx)

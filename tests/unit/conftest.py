@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
@@ -28,15 +26,3 @@ async def engine(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Engine]:
         yield built
     finally:
         await built.store.stop()
-
-
-@pytest.fixture
-def process_logging_restored() -> Iterator[None]:
-    """For tests that configure the process's logging (``configure_logging``, ``actwheel run``): the next
-    test gets structlog's defaults and the root logger back (its handler wrote to this test's stderr)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)

@@ -327,6 +327,42 @@ async def test_another_owner_cannot_run_it_now_and_learns_nothing(engine: Engine
     assert refused.value.missing == ("automation:write",)
 
 
+READ_ONLY = Caller("alice", frozenset({"automation:read"}))
+HOOK = {"type": "webhook.call", "config": {"url": "https://example.com/hook"}}
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["enabled", "disabled"])
+async def test_create_needs_automation_write_in_the_service_whichever_face_asks(engine: Engine,
+                                                                                enabled: bool) -> None:
+    """No face's guard stands in front of the service here: create refuses a caller without automation:write
+    by itself (a disabled automation too), and stores nothing."""
+    for durable in (True, False):
+        with pytest.raises(PermissionDenied) as refused:
+            await engine.service.create(READ_ONLY, _payload(enabled=enabled, durable=durable))
+        assert (refused.value.action, refused.value.missing) == ("automation.create", ("automation:write",))
+    assert await engine.service.query(ALICE) == []
+
+
+async def test_one_refusal_names_automation_write_and_the_actions_scopes(engine: Engine) -> None:
+    both = ("automation:write", "webhook:call")
+    with pytest.raises(PermissionDenied) as created:
+        await engine.service.create(READ_ONLY, _payload(action=HOOK))
+    with pytest.raises(PermissionDenied) as batched:
+        await engine.service.create_many(READ_ONLY, [_payload(), _payload(action=HOOK)])
+    automation = await engine.service.create(ALICE, _payload(action=HOOK))
+    with pytest.raises(PermissionDenied) as ran:
+        await engine.service.run_now(READ_ONLY, automation.id)
+    with pytest.raises(PermissionDenied) as updated:
+        await engine.service.update(READ_ONLY, automation.id, {"name": "x"}, automation.version)
+    await engine.service.set_enabled(ALICE, automation.id, False)
+    with pytest.raises(PermissionDenied) as enabled:
+        await engine.service.set_enabled(READ_ONLY, automation.id, True)
+    with pytest.raises(PermissionDenied) as disabled:
+        await engine.service.set_enabled(READ_ONLY, automation.id, False)
+    assert [e.value.missing for e in (created, batched, ran, updated, enabled)] == [both] * 5
+    assert disabled.value.missing == ("automation:write",)
+
+
 async def test_run_now_of_a_missing_automation(engine: Engine) -> None:
     with pytest.raises(NotFound):
         await engine.service.run_now(ALICE, "nope")

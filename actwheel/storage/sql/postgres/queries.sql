@@ -220,6 +220,9 @@ WHERE r.automation_id IS NULL;
 -- name: get_run
 SELECT * FROM runs WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
 
+-- name: get_runs
+SELECT * FROM runs WHERE id = ANY(:ids::text[]);
+
 -- name: query_runs
 -- Three statements by what bounds the scan, so that each prepared statement keeps a plan that
 -- reads its index in order and stops at the limit (a generic plan cannot choose by an
@@ -372,6 +375,19 @@ RETURNING id;
 SELECT DISTINCT automation_id FROM runs
 WHERE automation_id = ANY(:ids::text[]) AND finished_at IS NULL
   AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
+
+-- name: latest_runs_of
+-- The newest run of each automation of :ids: a LATERAL top-1 per id, one backward probe of
+-- runs_automation_time (automation_id, created_at) each, never an automation's history. The order is the
+-- index's alone: with ", id" the planner may walk runs_created (created_at, id) backward and filter
+-- (it does when created_at has few distinct values). Runs created in one transaction tie, in index order.
+-- The owner is checked on that one row (an automation's runs are its owner's): another owner's id costs
+-- a probe, not a scan.
+SELECT r.* FROM unnest(:ids::text[]) AS a(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM runs WHERE automation_id = a.id ORDER BY created_at DESC LIMIT 1
+) AS r
+WHERE :owner_id::text IS NULL OR r.owner_id = :owner_id;
 
 -- ---------------------------------------------------------------- outbox
 -- name: copy_outbox
@@ -563,7 +579,9 @@ WHERE :agent_id::text IS NULL
 RETURNING *;
 
 -- name: get_api_key
-SELECT * FROM api_keys WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id);
+-- With agent_id: only a key bound to that agent (an agent-bound key reaches the keys of its agent alone).
+SELECT * FROM api_keys WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:agent_id::text IS NULL OR agent_id = :agent_id);
 
 -- name: api_key_by_hash
 SELECT * FROM api_keys WHERE key_hash = :key_hash;
@@ -571,6 +589,7 @@ SELECT * FROM api_keys WHERE key_hash = :key_hash;
 -- name: api_keys_for_owner
 SELECT * FROM api_keys
 WHERE owner_id = :owner_id
+  AND (:agent_id::text IS NULL OR agent_id = :agent_id)
   AND (:include_dead::boolean OR (NOT revoked AND (expires_at IS NULL OR expires_at > now())))
 ORDER BY created_at, id;
 
@@ -581,6 +600,7 @@ WHERE owner_id = :owner_id AND NOT revoked AND (expires_at IS NULL OR expires_at
 -- name: revoke_api_key
 UPDATE api_keys SET revoked = true, revoked_at = coalesce(revoked_at, now())
 WHERE id = :id AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:agent_id::text IS NULL OR agent_id = :agent_id)
 RETURNING *;
 
 -- name: mark_api_key_replaced

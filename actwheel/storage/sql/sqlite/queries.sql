@@ -204,6 +204,9 @@ WHERE r.automation_id IS NULL;
 -- name: get_run
 SELECT * FROM runs WHERE id = :id AND (:owner_id IS NULL OR owner_id = :owner_id);
 
+-- name: get_runs
+SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: query_runs
 -- By what bounds the scan (see the PostgreSQL file): runs_created, runs_owner_created (0008),
 -- runs_automation_time. The cursor is the last run of the previous page: strictly older.
@@ -331,6 +334,14 @@ RETURNING id;
 SELECT DISTINCT automation_id FROM runs
 WHERE automation_id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NULL
   AND status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING');
+
+-- name: latest_runs_of
+-- The newest run of each automation of :ids (see the PostgreSQL file): a correlated top-1 per id
+-- through runs_automation_time, the owner checked on that one row.
+SELECT r.* FROM json_each(:ids) AS a
+JOIN runs AS r ON r.id = (
+    SELECT id FROM runs WHERE automation_id = a.value ORDER BY created_at DESC LIMIT 1)
+WHERE :owner_id IS NULL OR r.owner_id = :owner_id;
 
 -- ---------------------------------------------------------------- outbox
 -- name: copy_outbox
@@ -525,7 +536,9 @@ WHERE :agent_id IS NULL
 RETURNING *;
 
 -- name: get_api_key
-SELECT * FROM api_keys WHERE id = :id AND (:owner_id IS NULL OR owner_id = :owner_id);
+-- With agent_id: only a key bound to that agent (an agent-bound key reaches the keys of its agent alone).
+SELECT * FROM api_keys WHERE id = :id AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:agent_id IS NULL OR agent_id = :agent_id);
 
 -- name: api_key_by_hash
 SELECT * FROM api_keys WHERE key_hash = :key_hash;
@@ -533,6 +546,7 @@ SELECT * FROM api_keys WHERE key_hash = :key_hash;
 -- name: api_keys_for_owner
 SELECT * FROM api_keys
 WHERE owner_id = :owner_id
+  AND (:agent_id IS NULL OR agent_id = :agent_id)
   AND (:include_dead OR (revoked = 0 AND (expires_at IS NULL OR expires_at > :now)))
 ORDER BY created_at, id;
 
@@ -543,6 +557,7 @@ WHERE owner_id = :owner_id AND revoked = 0 AND (expires_at IS NULL OR expires_at
 -- name: revoke_api_key
 UPDATE api_keys SET revoked = 1, revoked_at = coalesce(revoked_at, :now)
 WHERE id = :id AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:agent_id IS NULL OR agent_id = :agent_id)
 RETURNING *;
 
 -- name: mark_api_key_replaced
