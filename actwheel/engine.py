@@ -207,7 +207,13 @@ class Engine:
                                bus_stats=lambda: self.bus.stats,
                                wheel_size=lambda: _gauge(self.metrics, "actwheel_wheel_size")),
             sessions=SessionService(store=self.store, clock=self.clock, authenticator=authenticator),
-            stream=StreamHub(store=self.store, subscribe=self._subscribe_stream))
+            stream=self._stream_hub())
+
+    def _stream_hub(self) -> StreamHub:
+        """The live stream's hub, with this instance's cap, per-client buffer and keep-alive interval."""
+        s = self.settings
+        return StreamHub(store=self.store, subscribe=self._subscribe_stream, max_clients=s.stream_max_clients,
+                         buffer=s.stream_buffer, keepalive_s=s.stream_keepalive_s)
 
     def _build_actors(self) -> dict[str, Actor]:
         s = self.settings

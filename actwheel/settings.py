@@ -109,6 +109,13 @@ class Settings:
     #: The AMQP heartbeat in whole seconds (``ACTWHEEL_AMQP_HEARTBEAT_S``, 0 = off; a ``heartbeat`` query in
     #: the broker URL wins): a link that went silent without a FIN or RST is dropped after about three.
     amqp_heartbeat_s: float = 10.0
+    #: Live streams (``GET /v1/stream``) this instance serves at once (``ACTWHEEL_STREAM_MAX_CLIENTS``); one
+    #: more is refused with 503 until one ends.
+    stream_max_clients: int = 100
+    #: Events buffered per live stream (``ACTWHEEL_STREAM_BUFFER``): a client further behind gets ``resync``.
+    stream_buffer: int = 256
+    #: Seconds of silence after which a live stream sends a keep-alive comment (``ACTWHEEL_STREAM_KEEPALIVE_S``).
+    stream_keepalive_s: float = 15.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -129,6 +136,9 @@ class Settings:
             "mcp_run_now": env.get("ACTWHEEL_MCP_RUN_NOW", "auto"),
             "mcp_allowed_hosts": _csv(env.get("ACTWHEEL_MCP_ALLOWED_HOSTS", "")),
             "amqp_heartbeat_s": _float(env, "ACTWHEEL_AMQP_HEARTBEAT_S", 10.0),
+            "stream_max_clients": int(_float(env, "ACTWHEEL_STREAM_MAX_CLIENTS", 100)),
+            "stream_buffer": int(_float(env, "ACTWHEEL_STREAM_BUFFER", 256)),
+            "stream_keepalive_s": _float(env, "ACTWHEEL_STREAM_KEEPALIVE_S", 15.0),
             "instance": instance_id(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -157,6 +167,7 @@ class Settings:
             raise InvalidInput("amqp_heartbeat_s", self.amqp_heartbeat_s, "whole seconds from 0 (off) to 65534")
         if not 0 <= self.plan_backlog <= 100_000:
             raise InvalidInput("ACTWHEEL_PLAN_BACKLOG", self.plan_backlog, "0 (off) to 100000 runs")
+        self._validate_stream()
         if not 0 < self.http_port < 65536:
             raise InvalidInput("http", self.http_port, "a TCP port 1-65535")
         if not math.isfinite(self.horizon_s) or self.horizon_s < 1:
@@ -170,6 +181,15 @@ class Settings:
         if not self.auth and not is_loopback(self.http_host):
             raise InvalidInput("--insecure-no-auth", self.http_host, "a loopback listener (127.0.0.1, ::1 or "
                                "localhost): without authentication anyone who can reach the port is the owner")
+
+    def _validate_stream(self) -> None:
+        """The live stream's cap, buffer and keep-alive interval."""
+        if not 1 <= self.stream_max_clients <= 100_000:
+            raise InvalidInput("ACTWHEEL_STREAM_MAX_CLIENTS", self.stream_max_clients, "1 to 100000 streams")
+        if not 1 <= self.stream_buffer <= 100_000:
+            raise InvalidInput("ACTWHEEL_STREAM_BUFFER", self.stream_buffer, "1 to 100000 events")
+        if not math.isfinite(self.stream_keepalive_s) or self.stream_keepalive_s <= 0:
+            raise InvalidInput("ACTWHEEL_STREAM_KEEPALIVE_S", self.stream_keepalive_s, "a finite number of seconds > 0")
 
 
 def parse_http(value: str) -> tuple[str, int]:

@@ -68,6 +68,22 @@ class RunService:
                                        action_type=action_type, origin=origin,
                                        older_than=None if before is None else parse_run_cursor(before), limit=limit)
 
+    async def latest_of(self, caller: Caller, automation_ids: Sequence[str], *,
+                        owner_id: str | None = None) -> dict[str, Run]:
+        """The newest run of each of ``automation_ids`` that is the caller's (another ``owner_id`` needs
+        ``admin:read``), by automation id, in one statement (the automations page's "last run").
+        An automation without a run, or not the caller's, is absent; an agent-bound key sees only the
+        runs of its agent's stored automations.
+
+        :raises PermissionDenied: no ``run:read``; another owner without ``admin:read``
+        """
+        require(caller, "run.read", [READ])
+        owner = listing_owner(caller, owner_id)
+        async with self._store.transaction() as tx:
+            ids = list(automation_ids) if caller.agent_id is None else await _agent_automation_ids(
+                tx, caller, automation_ids)
+            return await tx.runs.latest_of(ids, owner_id=owner)
+
     async def get(self, caller: Caller, run_id: str) -> RunWithTrail:
         """:raises NotFound: no run ``run_id`` of the caller's (another owner's answers the same)"""
         require(caller, "run.read", [READ])
@@ -104,6 +120,12 @@ async def _agent_sees(tx: Transaction, caller: Caller, automation_id: str) -> bo
     except NotFound:
         return False
     return True
+
+
+async def _agent_automation_ids(tx: Transaction, caller: Caller, automation_ids: Sequence[str]) -> list[str]:
+    """Those of ``automation_ids`` that are stored automations of the caller's agent (one statement)."""
+    stored = await tx.automations.get_many(automation_ids)
+    return [i for i, a in stored.items() if a.owner_id == caller.owner_id and sees(caller, a.agent_id)]
 
 
 async def _agent_automation(tx: Transaction, caller: Caller, automation_id: str) -> None:

@@ -11,6 +11,12 @@ Ownership: a transition names its run and automation, a step its run, a change i
 hub reads who owns them in one short transaction per message and keeps the answer in a bounded cache
 (an id's owner never changes); an object it cannot find (an automation deleted before it was ever
 seen) is delivered to nobody. An agent-bound caller hears only of its agent's automations.
+
+New runs: ``run.ready`` names only run ids, so the hub reads those runs (and the automations it has not
+seen) in one short transaction per message and sends each still PENDING as a ``run`` event with status
+``PENDING`` — a page shows a new run before its first transition. A run that has already moved on by
+then is left out: its own transition says more (a late ``run.ready``, re-announced by the recovery
+sweeper or delivered after a backlog, must not turn a finished run back to PENDING on a page).
 """
 
 from __future__ import annotations
@@ -24,11 +30,19 @@ from typing import Any, Protocol
 
 from actwheel.errors import Busy, InvalidMessage, NotAvailable, NotFound
 from actwheel.logs import get_logger
-from actwheel.messages import AutomationChanged, RunsTransitioned, StepProgressed, message_from_data
+from actwheel.messages import (
+    AutomationChanged,
+    RunsReady,
+    RunsTransitioned,
+    RunTransition,
+    StepProgressed,
+    message_from_data,
+)
 from actwheel.service.caller import Caller
 from actwheel.storage.base import Store
+from actwheel.storage.records import Automation, Run, RunStatus
 
-__all__ = ["MAX_CLIENTS", "StreamClient", "StreamEvent", "StreamHub"]
+__all__ = ["CLIENT_BUFFER", "KEEPALIVE_S", "MAX_CLIENTS", "StreamClient", "StreamEvent", "StreamHub"]
 
 _log = get_logger("actwheel.stream")
 
@@ -36,6 +50,8 @@ _log = get_logger("actwheel.stream")
 MAX_CLIENTS = 100
 #: Events buffered per client before it is told to resync.
 CLIENT_BUFFER = 256
+#: Seconds of silence after which a stream sends a keep-alive comment.
+KEEPALIVE_S = 15.0
 _OWNERS_MAX = 50_000
 
 
@@ -96,7 +112,7 @@ class StreamClient:
 
 class StreamHub:
     def __init__(self, *, store: Store, subscribe: Subscribe | None, max_clients: int = MAX_CLIENTS,
-                 buffer: int = CLIENT_BUFFER, keepalive_s: float = 15.0) -> None:
+                 buffer: int = CLIENT_BUFFER, keepalive_s: float = KEEPALIVE_S) -> None:
         self._store = store
         self._subscribe = subscribe
         self.max_clients = max_clients
@@ -174,18 +190,44 @@ class StreamHub:
             return
         if isinstance(message, RunsTransitioned):
             for transition in message.runs:
-                item = {"run_id": transition.run_id, "automation_id": transition.automation_id,
-                        "status": transition.status, "reason": transition.reason, "attempt": transition.attempt,
-                        "scheduled_for": transition.scheduled_for.isoformat() if transition.scheduled_for else None,
-                        "action_type": transition.action_type, "summary": transition.summary}
-                await self._fan_out("run", item, await self._run_owner(transition.run_id, transition.automation_id))
+                owner = await self._run_owner(transition.run_id, transition.automation_id)
+                await self._fan_out("run", _transition_item(transition), owner)
+        elif isinstance(message, RunsReady):
+            await self._announce_ready(message.run_ids)
         elif isinstance(message, StepProgressed):
-            item = {"run_id": message.run_id, "step": message.step, "state": message.state}
-            await self._fan_out("step", item, await self._run_owner(message.run_id, None))
+            await self._fan_out("step", _step_item(message), await self._run_owner(message.run_id, None))
         elif isinstance(message, AutomationChanged):
-            item = {"automation_id": message.automation_id, "change": message.change, "version": message.version,
-                    "next_run_at": message.next_run_at.isoformat() if message.next_run_at else None}
-            await self._fan_out("automation", item, await self._automation_owner(message.automation_id))
+            owner = await self._automation_owner(message.automation_id)
+            await self._fan_out("automation", _change_item(message), owner)
+
+    async def _announce_ready(self, run_ids: tuple[str, ...]) -> None:
+        """``run.ready``: each of these runs still PENDING, as a ``run`` event to its owner's clients."""
+        for run, owner in await self._pending_runs(run_ids):
+            await self._fan_out("run", _pending_item(run), owner)
+
+    async def _pending_runs(self, run_ids: tuple[str, ...]) -> list[tuple[Run, _Owner]]:
+        """The runs of ``run_ids`` still PENDING, in message order, each with its owner: the runs and the
+        automations not in the cache, read in one short transaction."""
+        async with self._store.transaction() as tx:
+            found = await tx.runs.get_many(run_ids)
+            pending = [run for run in map(found.get, dict.fromkeys(run_ids))
+                       if run is not None and run.status is RunStatus.PENDING]
+            unseen = sorted({run.automation_id for run in pending
+                             if run.automation_id is not None and self._cached(run.automation_id) is None})
+            automations = await tx.automations.get_many(unseen) if unseen else {}
+        return [(run, self._owner_of_run(run, automations)) for run in pending]
+
+    def _owner_of_run(self, run: Run, automations: Mapping[str, Automation]) -> _Owner:
+        """``run``'s automation's owner and agent (from ``automations`` or the cache), else the run's owner
+        with no agent; remembered under the run's id too, for its step events."""
+        owner = _Owner(run.owner_id, None)  # a run of no stored automation (ad hoc, transient): no agent sees it
+        if run.automation_id is not None:
+            automation = automations.get(run.automation_id)
+            if automation is not None:
+                owner = self._remember(automation.id, _Owner(automation.owner_id, automation.agent_id))
+            else:
+                owner = self._cached(run.automation_id) or owner
+        return self._remember(run.id, owner)
 
     async def _fan_out(self, kind: str, item: dict[str, Any], owner: _Owner | None) -> None:
         if owner is None:
@@ -219,8 +261,11 @@ class StreamHub:
                 run = await tx.runs.get(run_id)
             except NotFound:
                 return None
-        # a run of no stored automation (an ad hoc request, a transient automation): no agent sees it
-        return self._remember(run_id, _Owner(run.owner_id, None))
+            automations: Mapping[str, Automation] = {}
+            if automation_id is None and run.automation_id is not None and self._cached(run.automation_id) is None:
+                # a step names no automation: the run's, read in the same transaction, tells its agent
+                automations = await tx.automations.get_many([run.automation_id])
+        return self._owner_of_run(run, automations)
 
     def _cached(self, object_id: str) -> _Owner | None:
         owner = self._owners.get(object_id)
@@ -233,3 +278,30 @@ class StreamHub:
         if len(self._owners) > _OWNERS_MAX:
             self._owners.popitem(last=False)
         return owner
+
+
+def _transition_item(transition: RunTransition) -> dict[str, Any]:
+    """A ``run`` event's data for a transition."""
+    return {"run_id": transition.run_id, "automation_id": transition.automation_id, "status": transition.status,
+            "reason": transition.reason, "attempt": transition.attempt,
+            "scheduled_for": transition.scheduled_for.isoformat() if transition.scheduled_for else None,
+            "action_type": transition.action_type, "summary": transition.summary}
+
+
+def _pending_item(run: Run) -> dict[str, Any]:
+    """A ``run`` event's data for a new (or again) PENDING run: the keys of a transition's."""
+    return {"run_id": run.id, "automation_id": run.automation_id, "status": RunStatus.PENDING.value,
+            "reason": run.reason, "attempt": run.attempt,
+            "scheduled_for": run.scheduled_for.isoformat() if run.scheduled_for else None,
+            "action_type": run.action_type, "summary": None}
+
+
+def _step_item(message: StepProgressed) -> dict[str, Any]:
+    """A ``step`` event's data."""
+    return {"run_id": message.run_id, "step": message.step, "state": message.state}
+
+
+def _change_item(message: AutomationChanged) -> dict[str, Any]:
+    """An ``automation`` event's data."""
+    return {"automation_id": message.automation_id, "change": message.change, "version": message.version,
+            "next_run_at": message.next_run_at.isoformat() if message.next_run_at else None}

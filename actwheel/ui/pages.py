@@ -23,11 +23,13 @@ from actwheel.api.guard import SESSION_COOKIE, Handler, caller_of
 from actwheel.errors import ActwheelError, Conflict, InvalidInput, NotAvailable, NotFound, Unauthenticated
 from actwheel.service import Caller, ControlPlane
 from actwheel.service.authorize import ADMIN_READ
+from actwheel.service.runs import READ as RUN_READ
 from actwheel.service.runs import run_cursor
 from actwheel.storage.records import AutomationHistoryEntry, AutomationStatus, Origin, Run, RunStatus
 from actwheel.triggers import parse
 from actwheel.ui.filters import AutomationFilter, RunFilter
 from actwheel.ui.render import page, redirect, secure_headers, static_file
+from actwheel.ui.run_view import steps_of, timeline
 
 __all__ = ["Pages", "html_errors", "ui_routes"]
 
@@ -172,12 +174,21 @@ class Pages:
         after = str(q.get("after") or "") or None
         found = await self._c.automations.query(caller, **flt.query_kwargs(), after_id=after,
                                                 limit=_AUTOMATION_PAGE + 1)
-        rows = [(a, describe(a.trigger), a.next_run_at) for a in found[:_AUTOMATION_PAGE]]
+        shown = found[:_AUTOMATION_PAGE]
+        last = await self._latest_runs(caller, [a.id for a in shown])
+        rows = [(a, describe(a.trigger), a.next_run_at, (last or {}).get(a.id)) for a in shown]
         more = found[_AUTOMATION_PAGE - 1].id if len(found) > _AUTOMATION_PAGE else None
         types = sorted(d.type for d in self._c.actions.types(caller))
         return page(request, "automations.html", rows=rows, flt=flt, types=types, now=self._c.clock.now(),
                     statuses=[s.value for s in AutomationStatus], notice=q.get("notice", ""), more=more,
-                    after=after)
+                    after=after, runs_shown=last is not None)
+
+    async def _latest_runs(self, caller: Caller, automation_ids: list[str]) -> dict[str, Run] | None:
+        """The last run of each listed automation, in one query; None (no column) for a key without
+        ``run:read``, which may list automations but not read their runs."""
+        if not caller.holds(RUN_READ):
+            return None
+        return await self._c.runs.latest_of(caller, automation_ids)
 
     async def bulk(self, request: Request) -> Response:
         """Bulk enable, disable or delete, by selection or by filter, through
@@ -304,12 +315,10 @@ class Pages:
     async def run(self, request: Request, *, status: int = 200, error: str = "") -> Response:
         found = await self._c.runs.get(caller_of(request), request.path_params["id"])
         run = found.run
-        base = run.scheduled_for or run.created_at
-        trail = [(e, (e.occurred_at - base).total_seconds()) for e in found.audit]
-        steps = [e for e in found.audit if e.phase.startswith("step")]
         raw = masked({k: getattr(run, k) for k in run.__dataclass_fields__})
-        return page(request, "run.html", status, run=run, trail=trail, steps=steps, raw=raw, error=error,
-                    config=masked(run.action_config), context=masked(run.context), now=self._c.clock.now(),
+        return page(request, "run.html", status, run=run, trail=timeline(run, found.audit),
+                    steps=steps_of(run, raw["result"]), outcome=raw["error"] or raw["result"], raw=raw,
+                    error=error, config=raw["action_config"], context=raw["context"], now=self._c.clock.now(),
                     notice=request.query_params.get("notice", ""),
                     retry_of=run.dedupe_key.removeprefix("retry:") if run.dedupe_key.startswith("retry:") else None)
 
@@ -365,7 +374,8 @@ class Pages:
         admin = _admin(caller)
         groups = {s.value: await self._c.runs.query(caller, status=s, limit=50, any_owner=admin) for s in _ATTENTION}
         letters = await self._c.operations.dead_letters(caller, limit=100) if admin else None
-        return page(request, "attention.html", groups=groups, letters=letters, admin=admin,
+        return page(request, "attention.html", groups=groups, admin=admin,
+                    letters=None if letters is None else [(d, masked(d.payload)) for d in letters],
                     now=self._c.clock.now(), notice=request.query_params.get("notice", ""))
 
     async def dead_letter(self, request: Request) -> Response:

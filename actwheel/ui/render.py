@@ -45,7 +45,9 @@ def _relative(value: datetime | None, now: datetime) -> str:
     if value is None:
         return "—"
     seconds = int((value - now).total_seconds())
-    ahead, seconds = seconds >= 0, abs(seconds)
+    if seconds == 0:
+        return "now"
+    ahead, seconds = seconds > 0, abs(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             amount = f"{seconds // size} {unit}"
@@ -59,13 +61,18 @@ def _instant(value: datetime | None) -> str:
     return "—" if value is None else value.isoformat(timespec="seconds")
 
 
+def _seconds(value: float) -> str:
+    """A duration as people read it: ``0.0123`` → ``12.3 ms``, ``2.5`` → ``2.500 s``."""
+    return f"{value * 1000:.1f} ms" if abs(value) < 1 else f"{value:.3f} s"
+
+
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
 _env = Environment(loader=PackageLoader("actwheel.ui", "templates"), autoescape=select_autoescape(default=True),
                    trim_blocks=True, lstrip_blocks=True)
-_env.filters.update(instant=_instant, pretty=_pretty)
+_env.filters.update(instant=_instant, pretty=_pretty, seconds=_seconds)
 _env.globals.update(relative=_relative, status_icons=STATUS_ICONS)
 
 

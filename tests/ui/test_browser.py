@@ -167,30 +167,64 @@ async def test_filter_then_bulk_disable_by_label_with_its_dry_run_count(
     assert states == {"ops-0": False, "ops-1": False, "ops-2": False, "web": True}
 
 
+#: What a keyboard user hears of the focused element: its label (aria-label, else its text), as one line.
+FOCUSED = ("(() => { const e = document.activeElement; if (!e) return '';"
+           " return (e.getAttribute('aria-label') || e.textContent || '').replace(/\\s+/g, ' ').trim(); })()")
+
+
+async def focused(page: Any) -> str:
+    return str(await page.evaluate(FOCUSED))
+
+
+async def tab_to(page: Any, label: str, *, key: str = "Tab", limit: int = 60) -> int:
+    """Press ``key`` (Tab or Shift+Tab) until the focused element's label is ``label``; how many presses."""
+    for presses in range(1, limit + 1):
+        await page.keyboard.press(key)
+        if await focused(page) == label:
+            return presses
+    raise AssertionError(f"{label!r} was not reached in {limit} presses of {key} (focus on {await focused(page)!r})")
+
+
 async def test_run_now_with_confirmation_and_keyboard_only_navigation(
         site: tuple[UiWorld, str], browser_page: Any) -> None:
+    """Only keys from sign-in to the new run: Tab and Shift+Tab to move, Enter to follow a link, Space to tick a
+    box and press a button; each stop checked on ``document.activeElement``, and the pages axe-clean."""
     world, base = site
     alice = world.callers["alice"]
     automation = await world.engine.control.automations.create(alice, automation_body("by keyboard"))
     page = browser_page
     await sign_in(page, base, world.tokens["alice"])
-    await page.keyboard.press("Tab")  # the skip link comes first
-    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
-    for _ in range(2):
-        await page.keyboard.press("Tab")
-    assert await page.evaluate("document.activeElement.textContent") == "Automations"
+    assert await tab_to(page, "Skip to content", limit=1) == 1  # the skip link comes first
+    assert await tab_to(page, "Automations") == 2  # past "Overview"
     await page.keyboard.press("Enter")
     await page.wait_for_url(f"{base}/ui/automations")
-    await page.focus("text=Run now")
+    await tab_to(page, "Skip to content", limit=1)
+    await page.keyboard.press("Enter")  # the skip link moves the focus to the main content
+    assert await page.evaluate("document.activeElement.id") == "main"
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.name") == "status"  # the first filter, past the header
+    await tab_to(page, "Select by keyboard")
+    await page.keyboard.press("Space")
+    assert await page.evaluate("document.activeElement.checked") is True
+    await tab_to(page, "Run now by keyboard")
+    assert await tab_to(page, "Disable by keyboard", key="Shift+Tab", limit=1) == 1  # back one stop
+    assert await tab_to(page, "Run now by keyboard", limit=1) == 1
+    assert await axe_violations(page) == []
     await page.keyboard.press("Enter")
     await page.wait_for_url(f"{base}/ui/automations/{automation.id}/run")
     assert await world.engine.control.runs.query(alice, automation_id=automation.id) == []
     # the confirm button has the focus (autofocus lands after the load: pressing before it did nothing)
     await page.wait_for_function("document.activeElement && document.activeElement.type === 'submit'")
-    await page.keyboard.press("Enter")
+    assert await focused(page) == "Yes, run now"
+    assert await tab_to(page, "Cancel", limit=1) == 1
+    assert await tab_to(page, "Yes, run now", key="Shift+Tab", limit=1) == 1
+    assert await axe_violations(page) == []
+    await page.keyboard.press("Space")
     await page.wait_for_url(f"{base}/ui/runs/*")
     runs = await world.engine.control.runs.query(alice, automation_id=automation.id)
     assert [r.status.value for r in runs] == ["PENDING"]
+    assert page.url == f"{base}/ui/runs/{runs[0].id}"
+    assert await axe_violations(page) == []
 
 
 async def test_a_run_created_while_the_runs_page_is_open_appears_through_the_stream_without_reload(
@@ -221,6 +255,38 @@ async def test_a_run_created_while_the_runs_page_is_open_appears_through_the_str
     await row.wait_for()
     assert "CANCELED" in await row.inner_text()
     assert await page.evaluate("window.sameDocument") is True  # swapped in by htmx, not reloaded
+
+
+async def test_a_stream_of_run_events_refetches_the_rows_at_most_twice_and_ends_on_the_final_state(
+        site: tuple[UiWorld, str], browser_page: Any) -> None:
+    """Five transitions 0.2 s apart: without a throttle each re-queried the database; now the first fetches at
+    once and the last is caught 2 s after the stream goes quiet, so the table ends on the final state."""
+    world, base = site
+    alice = world.callers["alice"]
+    automation = await world.engine.control.automations.create(alice, automation_body("busy"))
+    waiting = [await run_in(world.engine, "alice", RunStatus.PENDING, key=f"w{i}", automation_id=automation.id)
+               for i in range(5)]
+    page = browser_page
+    await page.add_init_script(
+        "document.addEventListener('htmx:sseOpen', () => {"
+        " document.documentElement.setAttribute('data-sse-open', ''); });")
+    await sign_in(page, base, world.tokens["alice"])
+    fetches: list[str] = []
+    page.on("request", lambda r: fetches.append(r.url) if "/ui/runs/rows" in r.url else None)
+    await page.goto(f"{base}/ui/runs")
+    await page.wait_for_selector("html[data-sse-open]", state="attached")
+    relay = CdcEmitter(store=world.engine.store, bus=world.engine.bus, clock=world.engine.clock)
+    for run in waiting:
+        await world.engine.control.operations.cancel_run(alice, run.id, note="one by one")
+        assert await relay.relay_until_empty() >= 1
+        await asyncio.sleep(0.2)
+    rows = page.locator("#run-rows tr")
+    for run in waiting:
+        await page.locator(f'#run-rows tr:has(a[href="/ui/runs/{run.id}"]):has-text("CANCELED")').wait_for()
+    await asyncio.sleep(2.5)  # nothing more is fetched once the stream is quiet
+    assert await rows.count() == 5
+    assert "PENDING" not in await page.locator("#run-rows").inner_text()
+    assert 1 <= len(fetches) <= 2, fetches
 
 
 async def test_resolving_an_unknown_run_with_a_note_in_the_browser(

@@ -11,8 +11,10 @@ from typing import Any
 
 import httpx
 
+from actwheel.actors.router import ExecutorRouter
 from actwheel.api.app import create_app
 from actwheel.auth.bootstrap import ensure_admin
+from actwheel.bus.base import BusState
 from actwheel.bus.memory import MemoryBus
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
@@ -52,6 +54,31 @@ async def run_in(engine: Engine, owner: str, status: RunStatus, *, automation_id
             assert await tx.runs.finish(RunOutcome(run_id=claimed.id, owner="worker", epoch=claimed.lease_epoch,
                                                    status=status, reason="test"))
         return await tx.runs.get(claimed.id)
+
+
+async def executed(engine: Engine, run_id: str) -> Run:
+    """``run_id`` (PENDING) claimed and executed through the engine's own pipeline by a router built as the
+    engine builds its own, its finish committed (audit trail, result, events): a run that really ran. The
+    (in-memory) bus runs meanwhile: a composite announces its steps' progress on it."""
+    own_bus = engine.bus.state is BusState.NEW
+    if own_bus:
+        await engine.bus.start()
+    try:
+        return await _executed(engine, run_id)
+    finally:
+        if own_bus:
+            await engine.bus.stop()
+
+
+async def _executed(engine: Engine, run_id: str) -> Run:
+    router = ExecutorRouter(bus=engine.bus, store=engine.store, pipeline=engine.pipeline,
+                            actions=engine.control.actions, events=engine.events, clock=engine.clock,
+                            metrics=engine.metrics, instance=engine.settings.instance,
+                            lease_s=engine.settings.lease_s, concurrency=4, implicit_owners=not engine.settings.auth)
+    assert [r.id for r in await router.claim_and_start([run_id])] == [run_id], "the run was PENDING and due"
+    await router.drain()
+    async with engine.store.transaction() as tx:
+        return await tx.runs.get(run_id)
 
 
 @dataclass
