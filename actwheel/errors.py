@@ -24,6 +24,7 @@
     │   ├── PublishRefused               a target queue is full, or the broker nacked the message
     │   └── BusUnavailable               the broker cannot be reached
     ├── Unauthenticated                  no credential, or one that is malformed, unknown, revoked or expired
+    │   └── MalformedKey (ValueError)    a token that is no well-formed key, refused before any IO
     ├── PermissionDenied                 the caller lacks a scope or a policy rule denies
     ├── Busy                             refused for now (at capacity, or the engine is stopping): retry (503)
     ├── ChannelFailed                    a notification channel could not deliver; says whether a retry may help
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidInput",
     "InvalidMessage",
     "InvalidTrigger",
+    "MalformedKey",
     "NotAvailable",
     "NotFound",
     "PermissionDenied",
@@ -317,6 +319,23 @@ class Unauthenticated(ActwheelError):
         self.token_sent = token_sent
         self.key_id = key_id
         super().__init__(reason if key_id is None else f"{reason} (key {key_id})")
+
+
+class MalformedKey(Unauthenticated, ValueError):
+    """A presented token is not a well-formed actwheel key (its shape or checksum is wrong).
+
+    The message names the part that failed and the token's length, never the token itself: a key
+    pasted into the wrong header must not end up in a log line.
+
+    :ivar part: ``prefix``, ``id``, ``secret`` or ``checksum``
+    :ivar length: the presented token's length
+    """
+
+    def __init__(self, part: str, length: int, expected: int) -> None:
+        self.part = part
+        self.length = length
+        super().__init__(f"malformed API key: bad {part} (token of {length} characters, expected {expected})",
+                         token_sent=True)
 
 
 class PermissionDenied(ActwheelError):

@@ -6,8 +6,8 @@ every route of the app against the table, so no route can ship unguarded.
 
 The table is the coarse gate (the resource scope of the route); the service layer checks again
 and more finely (the double-scope rule, owner isolation in SQL), for every face alike. A route
-that can leave an automation able to fire (``fires=True``: create, batch create, update, enable,
-run now) is the exception: its scopes are required by the service layer *together with* the
+that can make an action run (``fires=True``: create, batch create, update, enable, run now, retry
+a run) is the exception: its scopes are required by the service layer *together with* the
 action's, in one check, so its 403 names every missing scope (``automation:write`` and
 ``webhook:call``, say); the guard only authenticates. A key is read from
 ``Authorization: Bearer <key>`` only — a key in a query string is ignored.
@@ -144,7 +144,7 @@ ROUTE_POLICIES: dict[tuple[str, str], RoutePolicy] = {
     ("POST", "/v1/runs/bulk-cancel"): RoutePolicy(("run:write",)),
     ("POST", "/v1/runs/{id}/cancel"): RoutePolicy(("run:write",)),
     ("POST", "/v1/runs/{id}/resolve"): RoutePolicy(("run:write",)),
-    ("POST", "/v1/runs/{id}/retry"): RoutePolicy(("run:write",)),  # and the action's scopes (service)
+    ("POST", "/v1/runs/{id}/retry"): RoutePolicy(("run:write",), fires=True),  # with the action's, in the service
     ("GET", "/v1/dead-letters"): RoutePolicy(("admin:read",), ownership="admin"),
     ("GET", "/v1/dead-letters/{id}"): RoutePolicy(("admin:read",), ownership="admin"),
     ("DELETE", "/v1/dead-letters/{id}"): RoutePolicy(("admin:write",), ownership="admin"),

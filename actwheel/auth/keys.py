@@ -23,6 +23,8 @@ import secrets
 import zlib
 from dataclasses import dataclass, field
 
+from actwheel.errors import MalformedKey
+
 __all__ = [
     "KEY_PREFIX",
     "IssuedKey",
@@ -44,22 +46,6 @@ _CHECKSUM_CHARS = 6  # ceil(32 / log2(62))
 _ID_RE = re.compile(rf"[0-9a-f]{{{_ID_CHARS}}}")
 _TAIL_RE = re.compile(rf"[0-9A-Za-z]{{{_SECRET_CHARS + _CHECKSUM_CHARS}}}")
 KEY_LENGTH = len(KEY_PREFIX) + _ID_CHARS + 1 + _SECRET_CHARS + _CHECKSUM_CHARS
-
-
-class MalformedKey(ValueError):
-    """A presented token is not a well-formed actwheel key.
-
-    The message names the part that failed and the token's length, never the token
-    itself: a key pasted into the wrong header must not end up in a log line.
-
-    :ivar part: ``prefix``, ``id``, ``secret`` or ``checksum``
-    :ivar length: the presented token's length
-    """
-
-    def __init__(self, part: str, length: int) -> None:
-        self.part = part
-        self.length = length
-        super().__init__(f"malformed API key: bad {part} (token of {length} characters, expected {KEY_LENGTH})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +99,10 @@ def new_key() -> IssuedKey:
     return IssuedKey(key_id=key_id, token=token, key_hash=hash_key(token))
 
 
+def _malformed(part: str, length: int) -> MalformedKey:
+    return MalformedKey(part, length, KEY_LENGTH)
+
+
 def parse_key(token: str) -> ParsedKey:
     """Check a presented token's shape and checksum; no IO happens before this passes.
 
@@ -120,13 +110,13 @@ def parse_key(token: str) -> ParsedKey:
     """
     length = len(token)
     if not token.startswith(KEY_PREFIX):
-        raise MalformedKey("prefix", length)
+        raise _malformed("prefix", length)
     key_id, _, tail = token[len(KEY_PREFIX) :].partition("_")
     if not _ID_RE.fullmatch(key_id):
-        raise MalformedKey("id", length)
+        raise _malformed("id", length)
     if not _TAIL_RE.fullmatch(tail):
-        raise MalformedKey("secret", length)
+        raise _malformed("secret", length)
     body, checksum = token[:-_CHECKSUM_CHARS], token[-_CHECKSUM_CHARS:]
     if not hmac.compare_digest(checksum, _checksum(body)):
-        raise MalformedKey("checksum", length)
+        raise _malformed("checksum", length)
     return ParsedKey(key_id=key_id, key_hash=hash_key(token))

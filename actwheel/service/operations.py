@@ -164,10 +164,9 @@ class OperationsService:
         :raises NotFound: no run ``run_id`` of the caller's
         :raises Conflict: the run is not DEAD or FAILED
         """
-        require(caller, "run.retry", [RUN_WRITE])
         async with self._store.transaction() as tx:
             run = await self._reachable_run(tx, caller, run_id)
-            return await self._retry_in(tx, caller, run)
+            return await self._retry_in(tx, caller, run, also=(RUN_WRITE,))
 
     # --- bulk ----------------------------------------------------------------------------
 
@@ -284,11 +283,13 @@ class OperationsService:
         await tx.audit.append(_audit(caller, run, "MANUAL_CANCEL", {"from": str(run.status), "note": note}))
         await tx.outbox.append_many(self._events.runs_canceled([run.id], run.automation_id, CANCELED_MANUALLY))
 
-    async def _retry_in(self, tx: Transaction, caller: Caller, run: Run) -> InsertedRun:
+    async def _retry_in(self, tx: Transaction, caller: Caller, run: Run, *, also: Sequence[str] = ()) -> InsertedRun:
+        """Retry ``run`` as the caller: ``also`` and the action's scopes in one check (one 403 names all)."""
+        action_scopes = self._registry.get(run.action_type).required_scopes_for(run.action_config)
+        require(caller, "run.retry", [*also, *action_scopes])
         if run.status not in _RETRYABLE:
             raise Conflict("run", run.id, f"status {run.status}: only a DEAD or FAILED run is retried "
                            "(an UNKNOWN one is resolved first: POST /v1/runs/{id}/resolve)")
-        require(caller, "run.retry", self._registry.get(run.action_type).required_scopes_for(run.action_config))
         context = {k: v for k, v in run.context.items() if k != OWNER_KEY}
         inserted = await tx.runs.insert(NewRun(
             automation_id=run.automation_id, dedupe_key=f"retry:{run.id}", owner_id=run.owner_id,

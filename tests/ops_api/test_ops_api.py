@@ -171,6 +171,23 @@ async def test_retry_makes_one_new_run_from_the_snapshot_and_a_repeat_answers_th
     assert (await world.as_("ops_a", "POST", f"/v1/runs/{succeeded.id}/retry")).status_code == 409
 
 
+async def test_a_retry_refusal_names_run_write_and_the_actions_scopes_together(world: World) -> None:
+    async with world.store.transaction() as tx:
+        inserted = await tx.runs.insert(NewRun(
+            automation_id=None, dedupe_key="hook", owner_id="alice", action_type="webhook.call", origin=Origin.REQUEST,
+            action_config={"url": "https://example.com/hook"}))
+        claimed = await tx.runs.claim(inserted.run.id, "worker", 30)
+        assert claimed is not None
+        assert await tx.runs.finish(RunOutcome(run_id=claimed.id, owner="worker", epoch=claimed.lease_epoch,
+                                               status=RunStatus.FAILED, reason="test"))
+    _, token = await world.mint("admin", {"name": "reader", "principal_id": "alice", "scopes": ["run:read"]})
+    world.tokens["reader_a"] = token
+    refused = await world.as_("reader_a", "POST", f"/v1/runs/{inserted.run.id}/retry")
+    assert refused.status_code == 403, refused.text
+    assert {"run:write", "webhook:call"} <= set(refused.json()["error"]["missing_scopes"])
+    assert (await world.as_("ops_b", "POST", f"/v1/runs/{inserted.run.id}/retry")).status_code == 404
+
+
 async def test_cancel_a_waiting_run_once(world: World) -> None:
     automation = await create(world, "full_a")
     run = (await world.as_("full_a", "POST", f"/v1/automations/{automation['id']}/run")).json()["run"]

@@ -19,10 +19,6 @@ from actwheel.errors import ActwheelError, NotAvailable, NotFound, Unsupported
 #: Exported exceptions that are outcomes, not errors (errors.py says so): a bus handler raises them to steer its
 #: consumer, and they must not be ActwheelErrors, or an ``except ActwheelError`` in a handler would swallow them.
 OUTCOMES: frozenset[type[BaseException]] = frozenset({Retry, Reject})
-#: Public errors still defined outside errors.py, by their defining module and name.
-KNOWN_OUTSIDE_THE_TREE = frozenset({
-    "actwheel.auth.keys.MalformedKey",  # moved into errors.py by the auth/mcp owners
-})
 
 
 def _import_every_module() -> list[ModuleType]:
@@ -56,17 +52,10 @@ def _qualified(cls: type[BaseException]) -> str:
 
 
 def test_every_exported_exception_is_an_error_of_the_tree() -> None:
-    """Exported means public: an ActwheelError defined in errors.py, unless it is an outcome or a known leftover."""
+    """Exported means public: an ActwheelError defined in errors.py, unless it is an outcome."""
     outside = sorted(_qualified(cls) for cls in _exported_exceptions() - OUTCOMES
-                     if _qualified(cls) not in KNOWN_OUTSIDE_THE_TREE
-                     and (cls.__module__ != errors.__name__ or not issubclass(cls, ActwheelError)))
+                     if cls.__module__ != errors.__name__ or not issubclass(cls, ActwheelError))
     assert outside == []
-
-
-def test_the_known_leftovers_are_still_outside_the_tree() -> None:
-    """Once an entry of ``KNOWN_OUTSIDE_THE_TREE`` has moved into errors.py, its line goes too."""
-    still_outside = {_qualified(cls) for cls in _exported_exceptions() if cls.__module__ != errors.__name__}
-    assert sorted(KNOWN_OUTSIDE_THE_TREE - still_outside) == []
 
 
 def test_the_outcomes_are_no_errors_and_errors_py_names_them() -> None:
