@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -216,12 +217,29 @@ class CronTrigger(Trigger):
 def _parse_expression(value: Any) -> _Schedule:
     if not isinstance(value, str) or not value.strip():
         raise InvalidTrigger("expression", value, _EXPECTED_EXPRESSION)
-    count = len(value.split())
+    compiled = _compiled(value if type(value) is str else str(value))
+    return _UnixSchedule(compiled) if isinstance(compiled, UnixCron) else _QuartzSchedule(compiled)
+
+
+#: Distinct expression texts whose parse is kept (speed only: most automations share a few texts).
+COMPILED_EXPRESSIONS_MAX = 4096
+
+
+@lru_cache(maxsize=COMPILED_EXPRESSIONS_MAX)
+def _compiled(expression: str) -> QuartzExpression | UnixCron:
+    """The parsed expression, shared by every trigger written with exactly this text.
+
+    Keyed by the text alone because the parse reads nothing else: the zone, the DST policy and the
+    bounds are parsed apart and never reach it, the dialect is the text's field count, Quartz's
+    ``MAX_YEAR`` is pinned, and the field prefix only names errors (a refused text raises, and
+    ``lru_cache`` keeps no exception). Safe to share: both results are frozen dataclasses of tuples.
+    """
+    count = len(expression.split())
     if count == 5:
-        return _UnixSchedule(parse_unix(value))
+        return parse_unix(expression)
     if count >= 6:  # like Quartz, ignore anything after the year field
-        return _QuartzSchedule(parse_quartz(value))
-    raise InvalidTrigger("expression", value, _EXPECTED_EXPRESSION + f"; got {count} fields")
+        return parse_quartz(expression)
+    raise InvalidTrigger("expression", expression, _EXPECTED_EXPRESSION + f"; got {count} fields")
 
 
 def _bound(spec: Mapping[str, Any], name: str) -> datetime | None:

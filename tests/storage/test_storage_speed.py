@@ -3,12 +3,14 @@ planner's bounded backlog count."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import timedelta, timezone
+from typing import Any
 
 from storage_harness import T0, make_automation, make_run, new_automation
 
 from actwheel.storage import Store
-from actwheel.storage.records import RunOutcome, RunStatus
+from actwheel.storage.records import Automation, AutomationStatus, RunOutcome, RunStatus
 
 
 async def test_renew_many_renews_only_what_the_owner_holds_at_its_epoch(store: Store) -> None:
@@ -64,3 +66,40 @@ async def test_create_many_stores_what_create_would_in_the_order_given(store: St
     assert created[0].version == one.version == 1
     assert {a.partition for a in created} <= set(range(64))
     assert created[4].next_run_at == T0 + timedelta(minutes=4)
+
+
+async def test_create_many_returns_each_record_as_a_read_back_would(store: Store) -> None:
+    """What ``create_many`` returns is what ``get`` reads back, field by field and type by type: JSON as
+    stored (a tuple comes back a list), instants in UTC, the database's stamps and version, and none of
+    the caller's objects (guards any cheaper way of building these records; issue 15, round 3)."""
+    shanghai = timezone(timedelta(hours=8))
+    config: dict[str, Any] = {"url": "https://example.test/hook", "headers": {"x": ("a", "b")}, "n": 1.5}
+    news = [new_automation(name="tuples", trigger={"type": "cron", "expression": "0 0 3 * * ?", "steps": (1, 2)},
+                           action_config=config, policy={"retry": {"max_attempts": 5}, "timeout_s": 30},
+                           next_run_at=(T0 + timedelta(hours=1)).astimezone(shanghai),
+                           end_at=(T0 + timedelta(days=2)).astimezone(shanghai), status="PAUSED", enabled=False,
+                           durable=False),
+            new_automation(name="plain", labels={}, created_by="bob", created_by_key=None)]
+    async with store.transaction() as tx:
+        now = await tx.now()
+        created = await tx.automations.create_many(news)
+    async with store.transaction() as tx:
+        stored = await tx.automations.get_many([a.id for a in created])
+    for automation in created:
+        read = stored[automation.id]
+        for f in dataclasses.fields(Automation):
+            assert getattr(automation, f.name) == getattr(read, f.name), f.name
+            assert type(getattr(automation, f.name)) is type(getattr(read, f.name)), f.name
+    first = created[0]
+    assert first.trigger["steps"] == [1, 2]
+    assert first.action_config["headers"] == {"x": ["a", "b"]}
+    assert first.action_config is not config
+    assert first.action_config["headers"] is not config["headers"]
+    assert first.next_run_at == T0 + timedelta(hours=1)
+    assert first.next_run_at.utcoffset() == timedelta(0)
+    assert first.end_at is not None
+    assert first.end_at.utcoffset() == timedelta(0)
+    assert (first.status, first.enabled, first.durable) == (AutomationStatus.PAUSED, False, False)
+    assert first.version == created[1].version == 1
+    assert first.created_at == first.updated_at == now
+    assert (created[1].labels, created[1].created_by, created[1].created_by_key) == ({}, "bob", None)
