@@ -217,7 +217,8 @@ _SCHEMAS: dict[str, Schema] = {
         "banned_by": _NULLABLE_STRING, "banned_at": _NULLABLE_DATETIME, "created_at": _DATETIME,
         "updated_at": _DATETIME}),
     "Percentiles": _record({"count": {"type": "integer"}, "p50": {"type": ["number", "null"]},
-                            "p95": {"type": ["number", "null"]}, "p99": {"type": ["number", "null"]}}),
+                            "p95": {"type": ["number", "null"]}, "p99": {"type": ["number", "null"]},
+                            "ranked": {"type": ["integer", "null"]}}),
     "Stats": _record({
         "scope": {"enum": ["owner", "cluster"]}, "owner_id": _NULLABLE_STRING, "now": _DATETIME,
         "window_s": {"type": "number"}, "since": _DATETIME,
@@ -225,7 +226,8 @@ _SCHEMAS: dict[str, Schema] = {
         "by_status": _COUNTS, "skipped_by_reason": _COUNTS, "canceled_by_reason": _COUNTS,
         "fire_lateness_s": _ref("Percentiles"), "start_lateness_s": _ref("Percentiles"), "attention": _COUNTS,
         "attention_since": _DATETIME, "outbox": {"type": ["object", "null"]},
-        "dead_letters": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}}}),
+        "dead_letters": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}},
+        "attention_in_window": _COUNTS}),
     "System": _record({
         "now": _DATETIME, "instance": {"type": "string"}, "instances": {"type": "array", "items": _OBJECT},
         "partitions": {"type": "array", "items": _OBJECT}, "outbox": _OBJECT, "dead_letters": _COUNTS,
@@ -549,7 +551,8 @@ def _paths() -> dict[str, dict[str, Any]]:
             "operations", "Run counts, rates and lateness over a window (per owner unless admin:read)",
             _ok(200, "Stats"), scopes=["run:read"], operationId="stats",
             params=[_param("window", _WINDOW, "<n><s|m|h|d>, 1 s to 7 d (default 15m)"),
-                    _param("attention", _WINDOW, "the span of the needs-attention counts (default: the window)")])},
+                    _param("attention", _WINDOW, "the span of the recent FAILED count (default: the window; "
+                           "UNKNOWN and DEAD are counted whatever their age)")])},
         "/v1/system": {"get": _op("operations", "Instances, partitions, outbox, dead letters", _ok(200, "System"),
                                   scopes=["admin:read"], operationId="system")},
         "/v1/dead-letters": {"get": _op(

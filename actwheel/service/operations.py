@@ -202,14 +202,23 @@ class OperationsService:
                                note: str | None = None) -> BulkResult:
         """Cancel the PENDING / RETRY_WAIT runs of ``ids`` or matched by ``filter`` (``statuses``,
         ``automation_id``, ``action_type``, ``origin``, ``created_after``, ``created_before``,
-        ``owner_id``; only waiting runs are ever matched), each as :meth:`cancel_run`.
+        ``owner_id``; only waiting runs are ever matched), each as :meth:`cancel_run` (its own
+        compare-and-set: a run that started since the filter was read is refused, ``conflict``).
+
+        A filter is one statement over the open runs (:meth:`RunService.waiting_ids`); its dry run
+        answers from that statement alone (every run it found is the caller's and waiting), without a
+        transaction per run. A dry run of ``ids`` still reads each id (it may be anyone's, or gone).
 
         :raises InvalidInput: both or neither of ids and filter, too many ids, an unknown filter field
         """
         require(caller, "run.bulk.cancel", [RUN_WRITE])
         note = _note(note, required=False)
+        by_filter = _one_of(ids, filter) == "filter"
         targets, truncated = await self._run_targets(caller, ids, filter)
-        items = [await self._cancel_item(caller, run_id, dry_run, note) for run_id in targets]
+        if dry_run and by_filter:  # the filter read only the caller's waiting runs: each would be canceled
+            items = [BulkItem(id=run_id, status="would_apply") for run_id in targets]
+        else:
+            items = [await self._cancel_item(caller, run_id, dry_run, note) for run_id in targets]
         result = _bulk_result("cancel", dry_run, items, truncated)
         if not dry_run:
             await self._record_bulk(caller, "bulk.runs.cancel", result, note)
@@ -331,8 +340,8 @@ class OperationsService:
         assert filter is not None
         query = _run_query(filter)
         listing_owner(caller, query.get("owner_id"), write=True)
-        found = await self._runs.query(caller, **query, limit=BULK_MAX + 1)
-        return [r.id for r in found[:BULK_MAX]], len(found) > BULK_MAX
+        found = await self._runs.waiting_ids(caller, **query, limit=BULK_MAX + 1)
+        return found[:BULK_MAX], len(found) > BULK_MAX
 
     async def _reachable_automations(self, caller: Caller, ids: Sequence[str]) -> dict[str, Automation]:
         """The stored automations of ``ids`` the caller may change, read in one statement (a dry run of

@@ -50,23 +50,33 @@ class RunService:
         :raises InvalidInput: a cursor that is not one of :func:`run_cursor`'s
         """
         require(caller, "run.read", [READ])
-        owner: str | None
-        if any_owner and owner_id is None:
-            require(caller, "list every owner's runs", [ADMIN_READ])
-            owner = None
-        else:
-            owner = listing_owner(caller, owner_id)
+        owner = _listed_owner(caller, owner_id, any_owner)
         wanted = [*([status] if status else []), *(statuses or [])]
         async with self._store.transaction() as tx:
-            if caller.agent_id is not None:  # an agent-bound key reads the runs of its agent's automations only
-                if automation_id is None:
-                    raise InvalidInput("automation_id", None, "an automation of the key's agent "
-                                       f"{caller.agent_id!r}: an agent-bound key lists runs per automation")
-                await _agent_automation(tx, caller, automation_id)
+            await _agent_may_list(tx, caller, automation_id)
             return await tx.runs.query(owner_id=owner, automation_id=automation_id, statuses=wanted or None,
                                        created_after=created_after, created_before=created_before,
                                        action_type=action_type, origin=origin,
                                        older_than=None if before is None else parse_run_cursor(before), limit=limit)
+
+    async def waiting_ids(self, caller: Caller, *, statuses: Sequence[RunStatus], owner_id: str | None = None,
+                          automation_id: str | None = None, created_after: datetime | None = None,
+                          created_before: datetime | None = None, action_type: str | None = None,
+                          origin: Origin | None = None, limit: int = 100) -> list[str]:
+        """The ids of the caller's waiting runs (``statuses``: PENDING and/or RETRY_WAIT) matching every
+        filter, newest first, at most ``limit``, in one statement through the open runs (a bulk
+        cancel's dry-run count, and its targets): the same owner and agent rules as :meth:`query`.
+
+        :raises PermissionDenied: no ``run:read``; another owner without ``admin:read``
+        :raises InvalidInput: a status that is not a waiting one
+        """
+        require(caller, "run.read", [READ])
+        owner = _listed_owner(caller, owner_id, any_owner=False)
+        async with self._store.transaction() as tx:
+            await _agent_may_list(tx, caller, automation_id)
+            return await tx.runs.waiting_ids(statuses, owner_id=owner, automation_id=automation_id,
+                                             created_after=created_after, created_before=created_before,
+                                             action_type=action_type, origin=origin, limit=limit)
 
     async def latest_of(self, caller: Caller, automation_ids: Sequence[str], *,
                         owner_id: str | None = None) -> dict[str, Run]:
@@ -120,6 +130,29 @@ async def _agent_sees(tx: Transaction, caller: Caller, automation_id: str) -> bo
     except NotFound:
         return False
     return True
+
+
+def _listed_owner(caller: Caller, owner_id: str | None, any_owner: bool) -> str | None:
+    """Whose runs a listing reads: ``owner_id`` or the caller's (another needs ``admin:read``); None,
+    every owner's, for ``any_owner`` (``admin:read``)."""
+    if any_owner and owner_id is None:
+        require(caller, "list every owner's runs", [ADMIN_READ])
+        return None
+    return listing_owner(caller, owner_id)
+
+
+async def _agent_may_list(tx: Transaction, caller: Caller, automation_id: str | None) -> None:
+    """An agent-bound key lists the runs of one of its agent's automations only.
+
+    :raises InvalidInput: an agent-bound key without ``automation_id``
+    :raises NotFound: ``automation_id`` is not its agent's
+    """
+    if caller.agent_id is None:
+        return
+    if automation_id is None:
+        raise InvalidInput("automation_id", None, "an automation of the key's agent "
+                           f"{caller.agent_id!r}: an agent-bound key lists runs per automation")
+    await _agent_automation(tx, caller, automation_id)
 
 
 async def _agent_automation_ids(tx: Transaction, caller: Caller, automation_ids: Sequence[str]) -> list[str]:

@@ -7,10 +7,15 @@ numbers, anyone else the numbers of their own runs, without the outbox and dead 
 cross-owner). ``system`` needs ``admin:read``.
 
 Bounded reads: every run count reads only the runs created since the window's start through the
-``runs_created`` / ``runs_owner_created`` indexes (migration 0008), never all runs. The
-"needs attention" counts (UNKNOWN, DEAD, FAILED) are of runs created within ``attention`` (default: the
-window; ``?attention=24h``): a status has no index of its own — one would make every claim a non-HOT
-update (docs/storage.md) — so an older UNKNOWN run is found by ``GET /v1/runs?status=UNKNOWN``.
+``runs_created`` / ``runs_owner_created`` indexes (migration 0008), never all runs; above
+:data:`~actwheel.storage.records.LATENESS_SAMPLE` runs in the window the lateness percentiles rank a
+deterministic sample of them (``ranked``), the counts stay exact. The "needs attention" counts are
+read from ``runs_attention`` (migration 0012, kept by triggers on runs), not from runs: ``unknown``
+and ``dead`` count every UNKNOWN and DEAD run whatever its age (until the retention sweeper deletes
+it), ``failed`` the FAILED runs created within ``attention`` (default: the window; ``?attention=24h``),
+since ``attention_since``. ``attention_in_window`` has the three counted over the stats window alone.
+A status has no index on runs of its own — one would make every claim a non-HOT update (0012's
+header, docs/benchmarks.md "Issue 13: page speed").
 
 The heartbeat (:meth:`StatsService.beat`) upserts this instance's row of ``instances`` (roles, actor
 states); the metrics actor calls it every sample (5 s), so an instance without the ``metrics`` role
@@ -31,7 +36,13 @@ from actwheel.errors import InvalidInput
 from actwheel.service.authorize import ADMIN_READ, require
 from actwheel.service.caller import Caller
 from actwheel.storage.base import Store, Transaction
-from actwheel.storage.records import InstanceRecord, PartitionLease, Percentiles, RunWindowStats
+from actwheel.storage.records import (
+    AttentionCounts,
+    InstanceRecord,
+    PartitionLease,
+    Percentiles,
+    RunWindowStats,
+)
 
 __all__ = ["ATTENTION_WINDOW", "MAX_WINDOW", "ClusterStats", "StatsService", "SystemReport", "parse_window"]
 
@@ -81,6 +92,7 @@ class ClusterStats:
     attention_since: datetime
     outbox: dict[str, Any] | None = None
     dead_letters: dict[str, int] | None = None
+    attention_in_window: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,9 +122,10 @@ class StatsService:
 
     async def stats(self, caller: Caller, *, window: timedelta = timedelta(minutes=15),
                     attention: timedelta | None = None) -> ClusterStats:
-        """Counts and lateness over ``window``; the needs-attention counts over ``attention`` (default: the
-        window). Each reads the runs created in its span: the cost grows with the runs in it (a 15-minute
-        window of a busy cluster is a few thousand rows, a day can be a hundred thousand).
+        """Counts and lateness over ``window`` (reading the runs created in it: the cost grows with
+        them — a 15-minute window of a busy cluster is a few thousand rows, a day can be a hundred
+        thousand); the needs-attention counts from ``runs_attention``: every UNKNOWN and DEAD run, and
+        the FAILED ones created within ``attention`` (default: the window).
 
         :raises PermissionDenied: no ``run:read``  :raises InvalidInput: a window over 7 days
         """
@@ -125,12 +138,12 @@ class StatsService:
         async with self._store.transaction() as tx:
             now = await tx.now()
             windowed = await tx.runs.window_stats(now - window, now=now, owner_id=owner)
-            attention_since = now - max(window, attention or window)
-            wide = (windowed if attention_since >= windowed.since
-                    else await tx.runs.window_stats(attention_since, now=now, owner_id=owner))
+            needing = await tx.runs.attention_counts(failed_since=now - max(window, attention or window),
+                                                     owner_id=owner)
             outbox = await _outbox(tx, now) if cluster else None
             letters = await tx.dead_letters.counts() if cluster else None
-        return _cluster_stats(windowed, wide, now=now, window=window, owner=owner, outbox=outbox, letters=letters)
+        return _cluster_stats(windowed, needing, now=now, window=window, owner=owner, outbox=outbox,
+                              letters=letters)
 
     async def system(self, caller: Caller) -> SystemReport:
         """:raises PermissionDenied: no ``admin:read``"""
@@ -173,12 +186,22 @@ async def _outbox(tx: Transaction, now: datetime) -> dict[str, Any]:
             "oldest_unpublished_age_s": None if oldest is None else max(0.0, (now - oldest).total_seconds())}
 
 
-def _cluster_stats(windowed: RunWindowStats, wide: RunWindowStats, *, now: datetime, window: timedelta,
-                   owner: str | None, outbox: dict[str, Any] | None, letters: dict[str, int] | None) -> ClusterStats:
-    attention = {status: sum(wide.by_status.get(status, {}).values()) for status in ("UNKNOWN", "DEAD", "FAILED")}
-    attention = {"unknown": attention["UNKNOWN"], "dead": attention["DEAD"], "failed": attention["FAILED"]}
+def _attention(needing: AttentionCounts, letters: dict[str, int] | None) -> dict[str, int]:
+    """The needs-attention counts: every UNKNOWN and DEAD run, the recent FAILED ones, the dead letters."""
+    counts = {"unknown": needing.unknown, "dead": needing.dead, "failed": needing.failed}
     if letters is not None:
-        attention["dead_letters"] = sum(letters.values())
+        counts["dead_letters"] = sum(letters.values())
+    return counts
+
+
+def _in_window(windowed: RunWindowStats) -> dict[str, int]:
+    """UNKNOWN, DEAD and FAILED among the runs created in the stats window."""
+    return {status.lower(): sum(windowed.by_status.get(status, {}).values())
+            for status in ("UNKNOWN", "DEAD", "FAILED")}
+
+
+def _cluster_stats(windowed: RunWindowStats, needing: AttentionCounts, *, now: datetime, window: timedelta,
+                   owner: str | None, outbox: dict[str, Any] | None, letters: dict[str, int] | None) -> ClusterStats:
     return ClusterStats(
         scope="owner" if owner else "cluster", owner_id=owner, now=now, window_s=window.total_seconds(),
         since=windowed.since,
@@ -187,7 +210,8 @@ def _cluster_stats(windowed: RunWindowStats, wide: RunWindowStats, *, now: datet
         skipped_by_reason=dict(sorted(windowed.by_status.get("SKIPPED", {}).items())),
         canceled_by_reason=dict(sorted(windowed.by_status.get("CANCELED", {}).items())),
         fire_lateness_s=windowed.fire_lateness, start_lateness_s=windowed.start_lateness,
-        attention=attention, attention_since=wide.since, outbox=outbox, dead_letters=letters)
+        attention=_attention(needing, letters), attention_since=needing.failed_since, outbox=outbox,
+        dead_letters=letters, attention_in_window=_in_window(windowed))
 
 
 def _instance(record: InstanceRecord, now: datetime) -> dict[str, Any]:

@@ -4,11 +4,12 @@ leases with fencing, outcomes, recovery and cancels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orjson import dumps
+from orjson import dumps, loads
 
 from actwheel.errors import Conflict, IntegrityViolation, InvalidInput, NotFound
 from actwheel.storage import _codec as codec
@@ -25,6 +26,8 @@ from actwheel.storage._rows import (
 from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage.base import RunRepository
 from actwheel.storage.records import (
+    LATENESS_SAMPLE,
+    AttentionCounts,
     InsertedRun,
     NewRun,
     Origin,
@@ -35,7 +38,7 @@ from actwheel.storage.records import (
     RunWindowStats,
 )
 
-__all__ = ["SqlRuns", "cancel_waiting_runs"]
+__all__ = ["SqlRuns", "cancel_waiting_runs", "lateness_sample_mask", "nearest_rank"]
 
 
 _INSERTABLE = frozenset({RunStatus.PENDING, RunStatus.RETRY_WAIT, RunStatus.SKIPPED, RunStatus.CANCELED})
@@ -45,6 +48,9 @@ _FINISHABLE = frozenset(RunStatus) - {RunStatus.RUNNING}
 _RECOVERABLE = frozenset(
     {RunStatus.PENDING, RunStatus.RETRY_WAIT, RunStatus.UNKNOWN, RunStatus.FAILED, RunStatus.DEAD}
 )
+
+#: The waiting statuses: what a cancel (and a bulk cancel's filter) may touch.
+_WAITING = frozenset({RunStatus.PENDING, RunStatus.RETRY_WAIT})
 
 #: Statuses a run may be inserted with that are already final (finished_at is set at insert).
 _DONE_ON_INSERT = frozenset({RunStatus.SKIPPED.value, RunStatus.CANCELED.value})
@@ -182,16 +188,37 @@ def _fresh_run(row: Mapping[str, Any], new: NewRun) -> Run:
     )
 
 
-def _percentiles(row: Row | None, kind: str) -> Percentiles:
-    """The ``fire`` or ``start`` percentiles of a lateness row: PostgreSQL answers an array
-    (``percentile_disc(ARRAY[…])``), SQLite three columns."""
-    if row is None or not int(row[f"{kind}_n"] or 0):
-        return Percentiles(count=0)
-    if kind in row:
-        p50, p95, p99 = (float(v) for v in row[kind])
-    else:
-        p50, p95, p99 = (float(row[f"{kind}_{p}"]) for p in ("p50", "p95", "p99"))
-    return Percentiles(count=int(row[f"{kind}_n"]), p50=p50, p95=p95, p99=p99)
+def _values(value: Any) -> list[float]:
+    """A lateness array of the window query: PostgreSQL answers an array (None when empty), SQLite
+    JSON text."""
+    if value is None:
+        return []
+    return [float(v) for v in (loads(value) if isinstance(value, str | bytes) else value)]
+
+
+def nearest_rank(values: Sequence[float], count: int, *, sampled: bool) -> Percentiles:
+    """p50 / p95 / p99 of ``values`` by nearest rank (PostgreSQL's ``percentile_disc``: the smallest
+    value whose rank reaches p·n); ``count``: every value of the window, ``values`` the ranked ones."""
+    ranked = sorted(values)
+    if not ranked:
+        return Percentiles(count=count, ranked=0 if sampled else None)
+    p50, p95, p99 = (ranked[max(0, math.ceil(q * len(ranked)) - 1)] for q in (0.5, 0.95, 0.99))
+    return Percentiles(count=count, p50=p50, p95=p95, p99=p99, ranked=len(ranked) if sampled else None)
+
+
+def lateness_sample_mask(runs_in_window: int) -> int:
+    """The sample of the lateness percentiles, as a bit mask on a per-run hash (a run is ranked when
+    ``hash & mask == 0``): 0 (every run) while the window holds fewer than twice
+    :data:`LATENESS_SAMPLE` runs, else 1 in 2^k runs, 2^k the largest power of two at most
+    ``runs_in_window / LATENESS_SAMPLE``: one to two ``LATENESS_SAMPLE`` of the window's runs."""
+    ratio = runs_in_window // LATENESS_SAMPLE
+    return 0 if ratio < 2 else (1 << (ratio.bit_length() - 1)) - 1
+
+
+def _lateness(rows: Sequence[Row], kind: str, *, sampled: bool) -> Percentiles:
+    """The ``fire`` or ``start`` percentiles of the window query's rows (one per status and reason)."""
+    values = [v for row in rows for v in _values(row[kind])]
+    return nearest_rank(values, sum(int(row[f"{kind}_n"] or 0) for row in rows), sampled=sampled)
 
 
 def _run_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -351,23 +378,70 @@ class SqlRuns(RunRepository):
         start, at = codec.aware("since", since), codec.aware("now", now)
         if start is None or at is None:
             raise InvalidInput("since" if start is None else "now", None, "an aware instant")
-        params: dict[str, Any] = {"since": start, "since_5m": at - timedelta(minutes=5),
-                                  "since_60m": at - timedelta(minutes=60)}
-        prefix = ""
-        if owner_id is not None:
-            params["owner_id"] = codec.text_field("owner_id", owner_id)
-            prefix = "owner_"
-        counts = await self._sql.fetch(prefix + "run_window_counts", params)
-        lateness = await self._sql.fetchrow(prefix + "run_window_lateness",
-                                            {k: v for k, v in params.items() if k in ("since", "owner_id")})
+        owner: dict[str, Any] = {} if owner_id is None else {"owner_id": codec.text_field("owner_id", owner_id)}
+        prefix = "" if owner_id is None else "owner_"
+        mask = lateness_sample_mask(await self._window_size(prefix, owner, start, at))
+        params = {**owner, "since": start, "since_5m": at - timedelta(minutes=5),
+                  "since_60m": at - timedelta(minutes=60), "sample_mask": mask}
+        rows = await self._sql.fetch(prefix + "run_window_counts", params)
         by_status: dict[str, dict[str, int]] = {}
-        for row in counts:
+        for row in rows:
             if int(row["n"] or 0):
                 by_status.setdefault(row["status"], {})[row["reason"] or ""] = int(row["n"])
         return RunWindowStats(
             since=start, by_status=by_status,
-            last_5m=sum(int(r["last_5m"] or 0) for r in counts), last_60m=sum(int(r["last_60m"] or 0) for r in counts),
-            fire_lateness=_percentiles(lateness, "fire"), start_lateness=_percentiles(lateness, "start"))
+            last_5m=sum(int(r["last_5m"] or 0) for r in rows), last_60m=sum(int(r["last_60m"] or 0) for r in rows),
+            fire_lateness=_lateness(rows, "fire", sampled=mask > 0),
+            start_lateness=_lateness(rows, "start", sampled=mask > 0))
+
+    async def _window_size(self, prefix: str, owner: dict[str, Any], since: datetime, now: datetime) -> int:
+        """The runs created since ``since``, estimated from those of its last hour (exact for a window
+        of an hour or less): one index range, before the pass that the sample it picks is for."""
+        recent = max(since, now - timedelta(hours=1))
+        row = await self._sql.fetchrow(prefix + "run_window_size", {**owner, "recent": recent})
+        counted = 0 if row is None else int(row["n"] or 0)
+        span, window = (now - recent).total_seconds(), (now - since).total_seconds()
+        return counted if recent == since or span <= 0 else round(counted * window / span)
+
+    async def waiting_ids(
+        self,
+        statuses: Sequence[RunStatus],
+        *,
+        owner_id: str | None = None,
+        automation_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        action_type: str | None = None,
+        origin: Origin | None = None,
+        limit: int = 100,
+    ) -> list[str]:
+        wanted = [codec.enum_value(f"statuses[{i}]", RunStatus, s) for i, s in enumerate(statuses)]
+        if not wanted or not set(wanted) <= _WAITING:
+            raise InvalidInput("statuses", [str(s) for s in statuses], "PENDING and/or RETRY_WAIT")
+        params = {
+            "statuses": sorted(s.value for s in set(wanted)),
+            "owner_id": None if owner_id is None else codec.text_field("owner_id", owner_id),
+            "automation_id": None if automation_id is None else codec.text_field("automation_id", automation_id),
+            "created_after": codec.aware("created_after", created_after),
+            "created_before": codec.aware("created_before", created_before),
+            "action_type": None if action_type is None else codec.text_field("action_type", action_type),
+            "origin": None if origin is None else codec.enum_value("origin", Origin, origin).value,
+            "limit": codec.limit(limit),
+        }
+        return [r["id"] for r in await self._sql.fetch("waiting_run_ids", params)]
+
+    async def attention_counts(self, *, failed_since: datetime, owner_id: str | None = None) -> AttentionCounts:
+        since = codec.aware("failed_since", failed_since)
+        if since is None:
+            raise InvalidInput("failed_since", None, "an aware instant")
+        params: dict[str, Any] = {"failed_since": since}
+        if owner_id is not None:
+            params["owner_id"] = codec.text_field("owner_id", owner_id)
+        row = await self._sql.fetchrow("owner_attention_counts" if owner_id is not None else "attention_counts",
+                                       params)
+        assert row is not None
+        return AttentionCounts(unknown=int(row["unknown"] or 0), dead=int(row["dead"] or 0),
+                               failed=int(row["failed"] or 0), failed_since=since)
 
     async def resolve_unknown(
         self, run_id: str, status: RunStatus, reason: str, *, owner_id: str | None = None

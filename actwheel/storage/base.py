@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from actwheel.storage.records import (
     ApiKey,
+    AttentionCounts,
     AuditEntry,
     Automation,
     AutomationChanges,
@@ -307,7 +308,39 @@ class RunRepository(ABC):
     ) -> RunWindowStats:
         """Counts and lateness of the runs created since ``since`` (and the rates over the 5 and 60
         minutes before ``now``), of ``owner_id`` or every owner: bounded by ``runs_created`` /
-        ``runs_owner_created`` to the runs created since ``min(since, now - 60 min)``, never every run.
+        ``runs_owner_created`` to the runs created since ``min(since, now - 60 min)``, never every run,
+        in one pass. The counts are exact; the lateness percentiles rank every scheduled run, or above
+        about 2 × :data:`~actwheel.storage.records.LATENESS_SAMPLE` runs in the window (estimated from
+        its last hour, one index range first) a deterministic sample (``Percentiles.ranked``).
+
+        :raises InvalidInput: a naive instant
+        """
+
+    @abstractmethod
+    async def waiting_ids(
+        self,
+        statuses: Sequence[RunStatus],
+        *,
+        owner_id: str | None = None,
+        automation_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        action_type: str | None = None,
+        origin: Origin | None = None,
+        limit: int = 100,
+    ) -> list[str]:
+        """The ids of the waiting runs (``statuses``: PENDING and/or RETRY_WAIT) matching every given
+        filter, newest first by ``(created_at, id)``, at most ``limit``: one statement over the open
+        runs (``runs_open``, ``finished_at IS NULL``), whatever the history's size.
+
+        :raises InvalidInput: an empty ``statuses`` or one that is not PENDING or RETRY_WAIT
+        """
+
+    @abstractmethod
+    async def attention_counts(self, *, failed_since: datetime, owner_id: str | None = None) -> AttentionCounts:
+        """Every UNKNOWN and DEAD run, whatever its age, and the FAILED runs created since
+        ``failed_since``, of ``owner_id`` or every owner: read from ``runs_attention`` (migration 0012,
+        kept by triggers on runs), never from runs — its reads are bounded by the runs needing attention.
 
         :raises InvalidInput: a naive instant
         """

@@ -15,8 +15,10 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "LATENESS_SAMPLE",
     "TERMINAL_RUN_STATUSES",
     "ApiKey",
+    "AttentionCounts",
     "AuditEntry",
     "Automation",
     "AutomationChanges",
@@ -96,6 +98,13 @@ TERMINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(
 ACTIVE_RUN_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRY_WAIT, RunStatus.COMPENSATING}
 )
+
+#: Lateness percentiles rank every scheduled run of a stats window while the window holds fewer than
+#: twice this many runs; above, a deterministic sample of 1 in 2^k runs (by a hash of the run id on
+#: PostgreSQL, the rowid on SQLite) of one to two times this size, 2^k picked from the window's size
+#: as its last hour estimates it (RunRepository.window_stats). Ranking a day of a busy cluster
+#: (10⁵–10⁶ values, sent to Python and sorted) would cost more than the pass that counts it.
+LATENESS_SAMPLE = 8192
 
 
 class AutomationStatus(StrEnum):
@@ -641,12 +650,27 @@ class PartitionLease:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Percentiles:
     """Nearest-rank percentiles (PostgreSQL's ``percentile_disc``) of ``count`` values, in seconds;
-    ``None`` when there were no values."""
+    ``None`` when there were no values. ``ranked``: how many of them were ranked — all (``None``:
+    the same as ``count``), or a deterministic sample of about :data:`LATENESS_SAMPLE` of them when a
+    window holds more runs than that (see :meth:`RunRepository.window_stats`)."""
 
     count: int
     p50: float | None = None
     p95: float | None = None
     p99: float | None = None
+    ranked: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttentionCounts:
+    """The runs that need a person (migration 0012's ``runs_attention``): ``unknown`` and ``dead``, every
+    one there is whatever its age (until the retention sweeper deletes it); ``failed``, those created
+    since ``failed_since``."""
+
+    unknown: int
+    dead: int
+    failed: int
+    failed_since: datetime
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

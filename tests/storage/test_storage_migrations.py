@@ -94,7 +94,8 @@ async def test_a_database_created_by_0001_is_upgraded_keeping_its_rows(
         await upgrading.stop()
     assert applied == ["0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
                        "0005_cheaper_claims_and_cursors", "0006_identity_and_event_index", "0007_mcp_confirmations",
-                       "0008_operations", "0009_ui_sessions", "0010_retention", "0011_autovacuum"]
+                       "0008_operations", "0009_ui_sessions", "0010_retention", "0011_autovacuum",
+                       "0012_runs_attention"]
     assert (due.enabled, due.status, due.next_run_at, due.version, due.partition) == (
         True, AutomationStatus.ACTIVE, T0, 3, 7)
     assert (due.owner_id, due.labels, due.trigger, due.created_at) == (
@@ -153,7 +154,7 @@ async def test_migrate_command_reports_what_it_applied(backend: Backend) -> None
     out = io.StringIO()
     names = ["0001_init", "0002_idempotency_keys", "0003_automation_state", "0004_runs_dedupe_key_first",
              "0005_cheaper_claims_and_cursors", "0006_identity_and_event_index", "0007_mcp_confirmations",
-             "0008_operations", "0009_ui_sessions", "0010_retention", "0011_autovacuum"]
+             "0008_operations", "0009_ui_sessions", "0010_retention", "0011_autovacuum", "0012_runs_attention"]
     assert await migrate(backend.url, out) == names
     assert await migrate(backend.url, out) == []
     lines = out.getvalue().splitlines()

@@ -740,47 +740,90 @@ DELETE FROM ui_sessions WHERE expires_at < :before RETURNING id;
 
 -- ---------------------------------------------------------------- operations (issue 13, migration 0008)
 -- name: run_window_counts
--- The stats window: runs created since least(:since, :since_60m), by status and reason, through
--- runs_created (never every run). n: in the window; last_5m / last_60m: the run rates.
+-- The stats window in one pass over the runs created since least(:since, :since_60m), through
+-- runs_created (never every run): by status and reason, n in the window, last_5m / last_60m the run
+-- rates; and the lateness of the scheduled runs created in the window, fire (created_at -
+-- scheduled_for) and start (started_at - scheduled_for) in seconds: fire_n / start_n count every
+-- one, the arrays hold those whose id hashes to 0 under :sample_mask (0: every run; see
+-- lateness_sample_mask), ranked in Python (nearest rank, as percentile_disc). One heap pass instead
+-- of two (counts, then percentile_disc): the pass is the cost of a long window (docs/benchmarks.md,
+-- "Issue 13: page speed"). OFFSET 0 keeps the subquery's columns computed once per row; date_part
+-- answers float8 (extract answers numeric: slower).
 SELECT status, reason,
        count(*) FILTER (WHERE created_at >= :since) AS n,
        count(*) FILTER (WHERE created_at >= :since_5m) AS last_5m,
-       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m
-FROM runs WHERE created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m,
+       count(*) FILTER (WHERE scheduled) AS fire_n,
+       count(started_at) FILTER (WHERE scheduled) AS start_n,
+       array_agg(date_part('epoch', created_at - scheduled_for)) FILTER (WHERE scheduled AND ranked) AS fire,
+       array_agg(date_part('epoch', started_at - scheduled_for))
+           FILTER (WHERE scheduled AND ranked AND started_at IS NOT NULL) AS start
+FROM (SELECT status, reason, created_at, scheduled_for, started_at,
+             created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL AS scheduled,
+             (hashtext(id) & :sample_mask::int) = 0 AS ranked
+      FROM runs WHERE created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+      OFFSET 0) AS w
 GROUP BY status, reason;
 
 -- name: owner_run_window_counts
 SELECT status, reason,
        count(*) FILTER (WHERE created_at >= :since) AS n,
        count(*) FILTER (WHERE created_at >= :since_5m) AS last_5m,
-       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m
-FROM runs WHERE owner_id = :owner_id AND created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+       count(*) FILTER (WHERE created_at >= :since_60m) AS last_60m,
+       count(*) FILTER (WHERE scheduled) AS fire_n,
+       count(started_at) FILTER (WHERE scheduled) AS start_n,
+       array_agg(date_part('epoch', created_at - scheduled_for)) FILTER (WHERE scheduled AND ranked) AS fire,
+       array_agg(date_part('epoch', started_at - scheduled_for))
+           FILTER (WHERE scheduled AND ranked AND started_at IS NOT NULL) AS start
+FROM (SELECT status, reason, created_at, scheduled_for, started_at,
+             created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL AS scheduled,
+             (hashtext(id) & :sample_mask::int) = 0 AS ranked
+      FROM runs WHERE owner_id = :owner_id AND created_at >= least(:since::timestamptz, :since_60m::timestamptz)
+      OFFSET 0) AS w
 GROUP BY status, reason;
 
--- name: run_window_lateness
--- Scheduled runs created in the window: fire lateness (created_at - scheduled_for) and start lateness
--- (started_at - scheduled_for), in seconds, nearest-rank percentiles (percentile_disc).
-SELECT count(*) AS fire_n,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-           ORDER BY extract(epoch FROM created_at - scheduled_for)::float8) AS fire,
-       count(started_at) AS start_n,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-           ORDER BY extract(epoch FROM started_at - scheduled_for)::float8) FILTER (WHERE started_at IS NOT NULL) AS start
-FROM runs WHERE created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL;
+-- name: run_window_size
+-- The runs created since :recent (the last hour of the window at most), counted in runs_created
+-- alone: the estimate of the window's size that picks the lateness sample before the pass.
+SELECT count(*) AS n FROM runs WHERE created_at >= :recent;
 
--- name: owner_run_window_lateness
-SELECT count(*) AS fire_n,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-           ORDER BY extract(epoch FROM created_at - scheduled_for)::float8) AS fire,
-       count(started_at) AS start_n,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-           ORDER BY extract(epoch FROM started_at - scheduled_for)::float8) FILTER (WHERE started_at IS NOT NULL) AS start
-FROM runs WHERE owner_id = :owner_id AND created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL;
+-- name: owner_run_window_size
+SELECT count(*) AS n FROM runs WHERE owner_id = :owner_id AND created_at >= :recent;
+
+-- name: waiting_run_ids
+-- A bulk cancel's targets and its dry-run count (issue 13): the waiting runs matching the filter,
+-- newest first, in one statement over the open runs (finished_at IS NULL implies runs_open's
+-- predicate: the in-flight runs are read, never the history, whatever the filter).
+SELECT id FROM runs
+WHERE finished_at IS NULL AND status = ANY(:statuses::text[])
+  AND (:owner_id::text IS NULL OR owner_id = :owner_id)
+  AND (:automation_id::text IS NULL OR automation_id = :automation_id)
+  AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
+  AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+  AND (:action_type::text IS NULL OR action_type = :action_type)
+  AND (:origin::text IS NULL OR origin = :origin)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: attention_counts
+-- The needs-attention counts (migration 0012): every UNKNOWN and DEAD run, and the FAILED runs
+-- created since :failed_since, from runs_attention (kept by triggers on runs), each an index range
+-- of runs_attention_status; never a read of runs.
+SELECT (SELECT count(*) FROM runs_attention WHERE status = 'UNKNOWN') AS unknown,
+       (SELECT count(*) FROM runs_attention WHERE status = 'DEAD') AS dead,
+       (SELECT count(*) FROM runs_attention WHERE status = 'FAILED' AND created_at >= :failed_since) AS failed;
+
+-- name: owner_attention_counts
+SELECT (SELECT count(*) FROM runs_attention WHERE owner_id = :owner_id AND status = 'UNKNOWN') AS unknown,
+       (SELECT count(*) FROM runs_attention WHERE owner_id = :owner_id AND status = 'DEAD') AS dead,
+       (SELECT count(*) FROM runs_attention
+        WHERE owner_id = :owner_id AND status = 'FAILED' AND created_at >= :failed_since) AS failed;
 
 -- name: resolve_unknown_run
 -- A manual verdict on an UNKNOWN run: compare-and-set on the status, so a run that moved on (or a
--- second resolution) changes nothing. UNKNOWN is final already: no lease, finished_at kept.
-UPDATE runs SET status = :status, reason = :reason, updated_at = now()
+-- second resolution) changes nothing. UNKNOWN is final already: no lease, finished_at kept — and
+-- named, so that runs_attention's trigger (0012: AFTER UPDATE OF finished_at) sees the change.
+UPDATE runs SET status = :status, reason = :reason, updated_at = now(), finished_at = finished_at
 WHERE id = :id AND status = 'UNKNOWN' AND (:owner_id::text IS NULL OR owner_id = :owner_id)
 RETURNING *;
 

@@ -701,59 +701,74 @@ DELETE FROM ui_sessions WHERE expires_at < :before RETURNING id;
 
 -- ---------------------------------------------------------------- operations (issue 13, migration 0008)
 -- name: run_window_counts
+-- One pass, as the PostgreSQL file's: counts by status and reason, the rates, and the lateness values
+-- (seconds, as JSON arrays) of the scheduled runs of the window whose rowid is 0 under :sample_mask.
 SELECT status, reason,
        sum(created_at >= :since) AS n,
        sum(created_at >= :since_5m) AS last_5m,
-       sum(created_at >= :since_60m) AS last_60m
-FROM runs WHERE created_at >= min(:since, :since_60m)
+       sum(created_at >= :since_60m) AS last_60m,
+       sum(scheduled) AS fire_n,
+       sum(scheduled AND started_at IS NOT NULL) AS start_n,
+       json_group_array((created_at - scheduled_for) / 1000000.0) FILTER (WHERE scheduled AND ranked) AS fire,
+       json_group_array((started_at - scheduled_for) / 1000000.0)
+           FILTER (WHERE scheduled AND ranked AND started_at IS NOT NULL) AS start
+FROM (SELECT status, reason, created_at, scheduled_for, started_at,
+             created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL AS scheduled,
+             (rowid & :sample_mask) = 0 AS ranked
+      FROM runs WHERE created_at >= min(:since, :since_60m))
 GROUP BY status, reason;
 
 -- name: owner_run_window_counts
 SELECT status, reason,
        sum(created_at >= :since) AS n,
        sum(created_at >= :since_5m) AS last_5m,
-       sum(created_at >= :since_60m) AS last_60m
-FROM runs WHERE owner_id = :owner_id AND created_at >= min(:since, :since_60m)
+       sum(created_at >= :since_60m) AS last_60m,
+       sum(scheduled) AS fire_n,
+       sum(scheduled AND started_at IS NOT NULL) AS start_n,
+       json_group_array((created_at - scheduled_for) / 1000000.0) FILTER (WHERE scheduled AND ranked) AS fire,
+       json_group_array((started_at - scheduled_for) / 1000000.0)
+           FILTER (WHERE scheduled AND ranked AND started_at IS NOT NULL) AS start
+FROM (SELECT status, reason, created_at, scheduled_for, started_at,
+             created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL AS scheduled,
+             (rowid & :sample_mask) = 0 AS ranked
+      FROM runs WHERE owner_id = :owner_id AND created_at >= min(:since, :since_60m))
 GROUP BY status, reason;
 
--- name: run_window_lateness
--- Nearest-rank percentiles as PostgreSQL's percentile_disc: the first value whose rank reaches p·n.
-WITH w AS (
-    SELECT created_at - scheduled_for AS fire,
-           CASE WHEN started_at IS NULL THEN NULL ELSE started_at - scheduled_for END AS start
-    FROM runs WHERE created_at >= :since AND origin = 'schedule' AND scheduled_for IS NOT NULL),
-f AS (SELECT fire AS v, row_number() OVER (ORDER BY fire) AS rn, count(*) OVER () AS n FROM w),
-s AS (SELECT start AS v, row_number() OVER (ORDER BY start) AS rn, count(*) OVER () AS n FROM w
-      WHERE start IS NOT NULL)
-SELECT (SELECT count(*) FROM f) AS fire_n,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 50) / 1000000.0 AS fire_p50,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 95) / 1000000.0 AS fire_p95,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 99) / 1000000.0 AS fire_p99,
-       (SELECT count(*) FROM s) AS start_n,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 50) / 1000000.0 AS start_p50,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 95) / 1000000.0 AS start_p95,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 99) / 1000000.0 AS start_p99;
+-- name: run_window_size
+SELECT count(*) AS n FROM runs WHERE created_at >= :recent;
 
--- name: owner_run_window_lateness
-WITH w AS (
-    SELECT created_at - scheduled_for AS fire,
-           CASE WHEN started_at IS NULL THEN NULL ELSE started_at - scheduled_for END AS start
-    FROM runs WHERE owner_id = :owner_id AND created_at >= :since AND origin = 'schedule'
-                AND scheduled_for IS NOT NULL),
-f AS (SELECT fire AS v, row_number() OVER (ORDER BY fire) AS rn, count(*) OVER () AS n FROM w),
-s AS (SELECT start AS v, row_number() OVER (ORDER BY start) AS rn, count(*) OVER () AS n FROM w
-      WHERE start IS NOT NULL)
-SELECT (SELECT count(*) FROM f) AS fire_n,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 50) / 1000000.0 AS fire_p50,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 95) / 1000000.0 AS fire_p95,
-       (SELECT min(v) FROM f WHERE rn * 100 >= n * 99) / 1000000.0 AS fire_p99,
-       (SELECT count(*) FROM s) AS start_n,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 50) / 1000000.0 AS start_p50,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 95) / 1000000.0 AS start_p95,
-       (SELECT min(v) FROM s WHERE rn * 100 >= n * 99) / 1000000.0 AS start_p99;
+-- name: owner_run_window_size
+SELECT count(*) AS n FROM runs WHERE owner_id = :owner_id AND created_at >= :recent;
+
+-- name: waiting_run_ids
+-- A bulk cancel's targets and its dry-run count: the waiting runs matching the filter, newest first,
+-- through runs_open (finished_at IS NULL), never the history.
+SELECT id FROM runs
+WHERE finished_at IS NULL AND status IN (SELECT value FROM json_each(:statuses))
+  AND (:owner_id IS NULL OR owner_id = :owner_id)
+  AND (:automation_id IS NULL OR automation_id = :automation_id)
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
+  AND (:action_type IS NULL OR action_type = :action_type)
+  AND (:origin IS NULL OR origin = :origin)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: attention_counts
+-- The needs-attention counts from runs_attention (migration 0012, kept by triggers on runs).
+SELECT (SELECT count(*) FROM runs_attention WHERE status = 'UNKNOWN') AS unknown,
+       (SELECT count(*) FROM runs_attention WHERE status = 'DEAD') AS dead,
+       (SELECT count(*) FROM runs_attention WHERE status = 'FAILED' AND created_at >= :failed_since) AS failed;
+
+-- name: owner_attention_counts
+SELECT (SELECT count(*) FROM runs_attention WHERE owner_id = :owner_id AND status = 'UNKNOWN') AS unknown,
+       (SELECT count(*) FROM runs_attention WHERE owner_id = :owner_id AND status = 'DEAD') AS dead,
+       (SELECT count(*) FROM runs_attention
+        WHERE owner_id = :owner_id AND status = 'FAILED' AND created_at >= :failed_since) AS failed;
 
 -- name: resolve_unknown_run
-UPDATE runs SET status = :status, reason = :reason, updated_at = :now
+-- finished_at is named (and kept) so that runs_attention's trigger (0012) sees the change.
+UPDATE runs SET status = :status, reason = :reason, updated_at = :now, finished_at = finished_at
 WHERE id = :id AND status = 'UNKNOWN' AND (:owner_id IS NULL OR owner_id = :owner_id)
 RETURNING *;
 
