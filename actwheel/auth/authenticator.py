@@ -52,7 +52,7 @@ class Authenticator:
     def __init__(self, *, store: Store, clock: Clock, cache_ttl_s: float = CACHE_TTL_S) -> None:
         self._store = store
         self._clock = clock
-        self._ttl = cache_ttl_s
+        self._ttl_ms = round(cache_ttl_s * 1000)
         self._cache: dict[str, _Entry] = {}
         self._touched: dict[str, float] = {}
         self._hash_of: dict[str, str] = {}
@@ -103,9 +103,11 @@ class Authenticator:
         self._cache.clear()
 
     async def _entry(self, key_hash: str) -> _Entry | None:
-        now = self._clock.now_ms() / 1000  # before the read: the entry is as old as the read's start
+        now_ms = self._clock.now_ms()  # before the read: the entry is as old as the read's start
+        now = now_ms / 1000
         cached = self._cache.get(key_hash)
-        if cached is not None and now - cached.read_at < self._ttl:
+        # In whole milliseconds: a float difference of 0.9 s can come out a hair under 0.9.
+        if cached is not None and now_ms - round(cached.read_at * 1000) < self._ttl_ms:
             return cached
         entry = await self._read(key_hash, now)
         if len(self._cache) >= _CACHE_MAX:
