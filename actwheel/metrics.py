@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from actwheel.run_context import instants_of
 from actwheel.storage.records import RunStatus
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Metrics:
             if not item.created:
                 continue
             if run.status is RunStatus.SKIPPED:
-                self.skipped.labels(run.reason or "").inc()
+                self.skipped.labels(run.reason or "").inc(instants_of(run.context))
             elif run.scheduled_for is not None:
                 self.fire_lateness.observe(max(0.0, (committed_at(run) - run.scheduled_for).total_seconds()))
 

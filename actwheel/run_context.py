@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 __all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "DRY_RUN_KEY", "OWNER_KEY", "RESERVED_PREFIX",
-           "TRANSIENT_KEY", "acting_agent", "owner_snapshot"]
+           "SKIPPED_KEY", "TRANSIENT_KEY", "acting_agent", "instants_of", "owner_snapshot", "skipped_range"]
 
 #: Every engine-owned context key starts with this; a request's own context may not use it.
 RESERVED_PREFIX: Final = "$"
@@ -21,6 +21,9 @@ RESERVED_PREFIX: Final = "$"
 OWNER_KEY: Final = "$owner"
 #: The transient (``durable: false``) automation that fired the run.
 TRANSIENT_KEY: Final = "$transient"
+#: On a SKIPPED row that records a *range* of instants (a parked overlap): ``{through, instants}``, the
+#: last instant (ISO UTC) and how many consecutive instants from ``scheduled_for`` the one row stands for.
+SKIPPED_KEY: Final = "$skipped"
 #: ``True`` on an ad hoc request asked as a dry run: the executor's ``dry_run`` runs instead of ``execute``.
 DRY_RUN_KEY: Final = "$dry_run"
 
@@ -44,3 +47,15 @@ def acting_agent(context: Mapping[str, Any]) -> str | None:
     owner = context.get(OWNER_KEY)
     agent = owner.get("agent_id") if isinstance(owner, Mapping) else None
     return agent if isinstance(agent, str) else None
+
+
+def skipped_range(through: str, instants: int) -> dict[str, Any]:
+    """The value of :data:`SKIPPED_KEY`."""
+    return {"through": through, "instants": instants}
+
+
+def instants_of(context: Mapping[str, Any]) -> int:
+    """How many scheduled instants a run's row records: a range's count, else one."""
+    skipped = context.get(SKIPPED_KEY)
+    count = skipped.get("instants") if isinstance(skipped, Mapping) else None
+    return count if isinstance(count, int) and count > 0 else 1

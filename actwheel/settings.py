@@ -84,6 +84,10 @@ class Settings:
     #: Backpressure (``ACTWHEEL_PLAN_BACKLOG``): the planner holds due announcements while this many runs
     #: or more are PENDING or RUNNING, so execution is not starved by planning; 0 never holds (speed only).
     plan_backlog: int = 5_000
+    #: Parked overlaps (``ACTWHEEL_PLAN_PARKING``): a busy ``overlap: skip`` automation's instants wait in
+    #: the planner's memory and are written as ONE SKIPPED(overlap) range when its run ends, instead of a row
+    #: each (speed only: the cursor is the truth; see docs/design.md, invariant 8).
+    plan_parking: bool = True
     #: How long finished runs (with their audit rows), published outbox rows, dead letters and idempotency
     #: keys are kept (``ACTWHEEL_RETENTION_S``, 30 days): the recovery role's retention sweeper removes them
     #: afterwards. An ad hoc request's idempotency key is honoured for this long (docs/storage.md, "Retention").
@@ -127,6 +131,7 @@ class Settings:
             "horizon_s": _float(env, "ACTWHEEL_HORIZON_S", 3600.0),
             "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
             "plan_backlog": int(_float(env, "ACTWHEEL_PLAN_BACKLOG", 5_000)),
+            "plan_parking": _flag(env, "ACTWHEEL_PLAN_PARKING", True),
             "retention_s": _float(env, "ACTWHEEL_RETENTION_S", 30 * 86_400.0),
             "retention_sweep_s": _float(env, "ACTWHEEL_RETENTION_SWEEP_S", 300.0),
             "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),

@@ -402,7 +402,13 @@ async def sustained(kind: str, rate: int, seconds: int, warmup_s: int = 5) -> di
                 "outbox_unpublished_at_end": last["outbox_unpublished"]}
 
 
-OUTCOMES = "SELECT status, coalesce(reason, ''), count(*) FROM runs GROUP BY 1, 2"
+#: Instants per outcome: a parked overlap's SKIPPED range is one row standing for ``$skipped.instants``.
+OUTCOMES = {
+    "sqlite": "SELECT status, coalesce(reason, ''), "
+              "sum(coalesce(json_extract(context, '$.\"$skipped\".instants'), 1)), count(*) FROM runs GROUP BY 1, 2",
+    "postgres": "SELECT status, coalesce(reason, ''), sum(coalesce((context->'$skipped'->>'instants')::int, 1))::int, "
+                "count(*) FROM runs GROUP BY 1, 2",
+}
 
 
 async def overload(kind: str, capacity: float, factor: float, seconds: int, warmup_s: int = 5) -> dict[str, Any]:
@@ -421,14 +427,17 @@ async def overload(kind: str, capacity: float, factor: float, seconds: int, warm
         await asyncio.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 1)
         last, rss_end = await _progress(run), _rss_mb()
         elapsed = time.monotonic() - window_start
-        router = run.engine.actors.get("router")
-        outcomes = {f"{status}({reason})" if reason else status: n for status, reason, n in await sql(run, OUTCOMES)}
+        router, planner = run.engine.actors.get("router"), run.engine.actors.get("planner")
+        rows = await sql(run, OUTCOMES["sqlite" if run.kind == "embedded" else "postgres"])
+        outcomes = {f"{status}({reason})" if reason else status: n for status, reason, n, _ in rows}
+        row_counts = {f"{status}({reason})" if reason else status: n for status, reason, _, n in rows}
         done = min(last["succeeded"] - first["succeeded"], last["audited"] - first["audited"])
         return {"capacity_runs_per_s": round(capacity, 1), "offered_runs_per_s": offered,
                 "runs_per_s": round(done / elapsed, 1), "vs_capacity": round(done / elapsed / capacity, 2),
                 "leases_lost": router.leases_lost if isinstance(router, ExecutorRouter) else None,
                 "rss_growth_mb": round(rss_end - rss_start, 1), "rss_end_mb": round(rss_end, 1),
-                "window_s": round(elapsed, 1), "outcomes_at_end": outcomes}
+                "window_s": round(elapsed, 1), "outcomes_at_end": outcomes, "rows_at_end": row_counts,
+                "parked_at_end": len(planner.parked) if isinstance(planner, Planner) else None}
 
 
 async def _progress(run: StackRun) -> dict[str, int]:

@@ -17,8 +17,16 @@ from typing import Any
 from actwheel.actors import queues
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
+from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps
 from actwheel.actors.plan_inputs import active_runs, owner_activity
-from actwheel.actors.planning import ParsedSpecs, Plan, latest_per_automation, plan_instants, plannable
+from actwheel.actors.planning import (
+    ParsedSpecs,
+    Plan,
+    latest_per_automation,
+    only_overlapped,
+    plan_instants,
+    plannable,
+)
 from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.runs import announce_runs, event_run, owner_context, planned_runs, schedule_dedupe_key
 from actwheel.actors.sleeping import sleep_or_wake
@@ -72,10 +80,13 @@ class Planner(ConsumerActor):
 
     def __init__(self, *, bus: Bus, store: Store, service: AutomationService, events: EventFactory,
                  clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16,
-                 backlog_limit: int = 0) -> None:
+                 backlog_limit: int = 0, parking: bool = False) -> None:
         """``backlog_limit``: hold due announcements while this many runs (or more) are PENDING or
-        RUNNING (0: never hold); see :meth:`_within_backlog`."""
+        RUNNING (0: never hold); see :meth:`_within_backlog`. ``parking``: park busy ``overlap: skip``
+        automations instead of writing a SKIPPED row per instant (:mod:`actwheel.actors.parking`)."""
         super().__init__(bus)
+        self._parking = parking
+        self.parked = ParkedOverlaps()
         self._backlog_limit = backlog_limit
         self._backlog_seen: tuple[datetime, int] | None = None
         self._recount: asyncio.Task[None] | None = None
@@ -111,10 +122,55 @@ class Planner(ConsumerActor):
         await super().run()
 
     async def work(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._keep_event_patterns(), name="planner:event-patterns")
+            if self._parking:
+                group.create_task(self._check_parked_overlaps(), name="planner:parked-overlaps")
+
+    async def _keep_event_patterns(self) -> None:
         while not self.stopping.is_set():
             await sleep_or_wake(self._clock, 5.0, self.stopping)
             if self._event_index.stale():
                 await self._bind_event_patterns()
+
+    # --- parked overlaps ------------------------------------------------------------------
+
+    async def _check_parked_overlaps(self) -> None:
+        """Every :data:`PARK_CHECK_S`, release what is parked and no longer busy (every parked one each
+        :data:`PARK_FULL_CHECK_S`). A failed check is logged and tried again: parking is speed only."""
+        last_full = self._clock.now()
+        while not self.stopping.is_set():
+            await sleep_or_wake(self._clock, PARK_CHECK_S, self.stopping)
+            if not self.parked or self.stopping.is_set():
+                continue
+            everything = (self._clock.now() - last_full).total_seconds() >= PARK_FULL_CHECK_S
+            if everything:
+                last_full = self._clock.now()
+            try:
+                await self.release_parked(everything=everything)
+            except Exception:  # the cursors are the truth: nothing is lost by checking again later
+                _log.warning("parked_check_failed", parked=len(self.parked), exc_info=True)
+
+    async def release_parked(self, *, everything: bool = True) -> int:
+        """Ask which parked automations still have a run going (one query); mark those seen busy now and
+        plan the others from their cursors, their instants up to the last sighting one SKIPPED(overlap)
+        range. Returns how many runs were queued."""
+        ids = self.parked.to_check(everything=everything)
+        if not ids:
+            return 0
+        at = self._clock.now()  # before the query: a run seen going by it was going at ``at``
+        async with self._store.transaction() as tx:
+            busy = await tx.runs.active_automation_ids(ids)
+            free = [i for i in ids if i not in busy]
+            found = await tx.automations.get_many(free) if free else {}
+        self.parked.seen_busy([i for i in ids if i in busy], at)
+        self.parked.drop([i for i in free if i not in found])
+        releases = self.parked.release({i: found[i].version for i in free if i in found})
+        if not releases:
+            return 0
+        items = [DueItem(automation_id=r.automation_id, scheduled_for=r.scheduled_for) for r in releases]
+        overlapped = {r.automation_id: r.overlapped_until for r in releases if r.overlapped_until is not None}
+        return await self.plan(items, overlapped=overlapped)
 
     # --- business events (event triggers) -----------------------------------------------
 
@@ -213,11 +269,19 @@ class Planner(ConsumerActor):
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, AutomationsDue):
                 raise InvalidMessage("type", delivery.envelope.type, AutomationsDue.TYPE)
-            held = await self._within_backlog()
-            await self.plan(message.items, catch_up=held)
+            await self.on_due_items(message.items)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
         self._recount_soon()
+
+    async def on_due_items(self, items: Sequence[DueItem]) -> int:
+        """Plan an announcement's items: those of parked automations are kept with them (judged at the
+        next check), the rest planned once the backlog allows. Returns how many runs were queued."""
+        unparked = [i for i in items if not self.parked.absorb(i.automation_id, i.scheduled_for)]
+        if not unparked:
+            return 0
+        held = await self._within_backlog()
+        return await self.plan(unparked, catch_up=held)
 
     async def _within_backlog(self) -> bool:
         """Backpressure: while the PENDING/RUNNING backlog is at ``backlog_limit`` or more, hold this
@@ -300,17 +364,19 @@ class Planner(ConsumerActor):
         if self._recount is not None:
             await self._recount  # one count at most: bounded by the store's own timeouts
 
-    async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False) -> int:
+    async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False,
+                   overlapped: dict[str, datetime] | None = None) -> int:
         """Plan every item; returns how many runs were queued. Retries lost CAS rounds.
 
         ``catch_up``: plan each automation up to the transaction's now, not only to its item's instant
-        (an announcement held by the backlog bound: the ones after it are stale by then)."""
+        (an announcement held by the backlog bound: the ones after it are stale by then).
+        ``overlapped``: released parked automations → their last busy sighting (``overlapped_until``)."""
         pending = latest_per_automation(items)
         queued = 0
         for _ in range(_CAS_ROUNDS):
             if not pending:
                 return queued
-            lost, fired = await self._plan_round(pending, catch_up)
+            lost, fired = await self._plan_round(pending, catch_up, overlapped or {})
             queued += fired
             pending = lost
         if pending:
@@ -318,10 +384,11 @@ class Planner(ConsumerActor):
             raise Retry(delay=0.5)
         return queued
 
-    async def _plan_round(self, items: list[DueItem], catch_up: bool = False) -> tuple[list[DueItem], int]:
+    async def _plan_round(self, items: list[DueItem], catch_up: bool,
+                          overlapped: dict[str, datetime]) -> tuple[list[DueItem], int]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            planned = await self._plans(tx, items, now, catch_up)
+            planned = await self._plans(tx, items, now, catch_up, overlapped)
             advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,
                                       expected_next_run_at=p.automation.next_run_at,
                                       new_next_run_at=p.plan.new_next_run_at) for p in planned]
@@ -335,7 +402,9 @@ class Planner(ConsumerActor):
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
     async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime,
-                     catch_up: bool = False) -> list[_Planned]:
+                     catch_up: bool, overlapped: dict[str, datetime]) -> list[_Planned]:
+        """The plan of each plannable automation; a busy one whose plan is overlap skips only is parked
+        instead (no plan: nothing is written and its cursor stays) when parking is on."""
         found = await tx.automations.get_many([i.automation_id for i in items])
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: max(i.scheduled_for, now) if catch_up else i.scheduled_for for i in items}
@@ -345,10 +414,20 @@ class Planner(ConsumerActor):
         planned = []
         for a in live:
             trigger, policy = self._parsed.get(a)
-            planned.append(_Planned(a, plan_instants(
+            plan = plan_instants(
                 trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
-                policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id])))
+                policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id],
+                overlapped_until=overlapped.get(a.id))
+            if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id], now)):
+                planned.append(_Planned(a, plan))
         return planned
+
+    def _parks(self, automation: Automation, plan: Plan, overlap: str, scheduled_for: datetime,
+               now: datetime) -> bool:
+        """Park busy ``automation`` rather than write ``plan`` (overlap skips only, seen busy ``now``). A
+        released one whose instants were all overlapped is written, not parked again: it is not busy."""
+        return (self._parking and overlap == "skip" and only_overlapped(plan)
+                and self.parked.park(automation.id, automation.version, scheduled_for, now))
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
         completed = [self._events.automation_gone(p.automation.id, "completed")

@@ -13,6 +13,9 @@ is planned (announcements may arrive late or out of order; the dedupe key
   SKIPPED(overlap); ``buffer_one`` queues at most one beyond the running one;
   ``allow`` queues every instant;
 - a banned owner: SKIPPED(owner_inactive);
+- parked overlap (``overlapped_until``, see :mod:`actwheel.actors.parking`): the instants up to the last
+  time the automation was seen busy are SKIPPED(overlap), folded into ONE row, a *range*
+  (``through`` / ``count``), whatever the misfire rule would have said of them by now;
 - the cursor moves to the first fire after ``scheduled_for`` (``None``: COMPLETED).
 """
 
@@ -28,7 +31,7 @@ from actwheel.storage.records import Automation, AutomationStatus
 from actwheel.triggers import Trigger, parse
 
 __all__ = ["MAX_INSTANTS", "ParsedSpecs", "Plan", "PlannedInstant", "keep_latest", "latest_per_automation",
-           "plan_instants", "plannable"]
+           "only_overlapped", "plan_instants", "plannable"]
 
 #: At most this many instants are planned per announcement; a longer backlog is
 #: recorded up to here and the cursor continues from the last one (the next
@@ -40,6 +43,9 @@ MAX_INSTANTS = 1000
 class PlannedInstant:
     at: datetime
     skip_reason: str | None  # None = fire (PENDING)
+    #: A range: the last of the ``count`` consecutive instants from ``at`` this one row records.
+    through: datetime | None = None
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +63,19 @@ def plan_instants(
     policy: Policy,
     busy: int,
     owner_active: bool,
+    overlapped_until: datetime | None = None,
 ) -> Plan:
     """The plan for moving ``cursor`` past ``scheduled_for`` (``cursor <= scheduled_for``).
 
     ``busy``: how many runs of the automation are still going (``True`` counts as one).
+    ``overlapped_until``: a parked automation's last busy sighting; its instants up to then are one
+    SKIPPED(overlap) range (unless the owner is banned: owner_inactive, one row each, as always).
     """
     instants, following = _instants(trigger, cursor, scheduled_for)
+    overlapped: list[datetime] = []
+    if overlapped_until is not None and owner_active and policy.overlap != "allow":
+        overlapped = [at for at in instants if at <= overlapped_until]
+        instants = instants[len(overlapped):]
     grace = timedelta(seconds=policy.grace_s)
     late = [at for at in instants if now - at > grace]
     backlog_goes_on = following is not None and following <= scheduled_for  # the cap cut this plan short
@@ -76,7 +89,22 @@ def plan_instants(
         if reason is None:
             queued += 1
         planned.append(PlannedInstant(at, reason))
-    return Plan(tuple(planned), following)
+    return Plan((*_overlap_range(overlapped), *planned), following)
+
+
+def only_overlapped(plan: Plan) -> bool:
+    """Every instant of ``plan`` is SKIPPED(overlap), and the plan neither completes the automation nor
+    was cut short by the cap: what a busy automation's plan may be parked as (nothing to write yet)."""
+    return (0 < len(plan.instants) < MAX_INSTANTS and plan.new_next_run_at is not None
+            and all(i.skip_reason == "overlap" and i.count == 1 for i in plan.instants))
+
+
+def _overlap_range(overlapped: list[datetime]) -> tuple[PlannedInstant, ...]:
+    if not overlapped:
+        return ()
+    if len(overlapped) == 1:
+        return (PlannedInstant(overlapped[0], "overlap"),)
+    return (PlannedInstant(overlapped[0], "overlap", through=overlapped[-1], count=len(overlapped)),)
 
 
 def latest_per_automation(items: Sequence[DueItem]) -> list[DueItem]:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from actwheel.actors.planning import Plan
+from actwheel.actors.planning import Plan, PlannedInstant
 from actwheel.events import EventFactory, transition_of
-from actwheel.run_context import OWNER_KEY, owner_snapshot
+from actwheel.run_context import OWNER_KEY, SKIPPED_KEY, owner_snapshot, skipped_range
 from actwheel.storage.base import Transaction
 from actwheel.storage.records import Automation, NewAuditEntry, NewOutboxMessage, NewRun, Origin, Run, RunStatus
 
@@ -40,10 +40,18 @@ def schedule_dedupe_key(instant: datetime) -> str:
 
 def planned_runs(automation: Automation, plan: Plan, *, dedupe_key_of: Callable[[datetime], str],
                  context: Mapping[str, Any]) -> list[NewRun]:
-    """One run per planned instant: PENDING, or SKIPPED with the plan's reason (each its own context copy)."""
+    """One run per planned instant: PENDING, or SKIPPED with the plan's reason (each its own context copy).
+
+    A range (a parked overlap's instants) is one row: its first instant's key, ``$skipped`` naming the rest."""
     return [_new_run(automation, dedupe_key=dedupe_key_of(i.at), origin=Origin.SCHEDULE, scheduled_for=i.at,
-                     skip_reason=i.skip_reason, context=context)
+                     skip_reason=i.skip_reason, context=_range_context(context, i))
             for i in plan.instants]
+
+
+def _range_context(context: Mapping[str, Any], instant: PlannedInstant) -> Mapping[str, Any]:
+    if instant.through is None:
+        return context
+    return {**context, SKIPPED_KEY: skipped_range(instant.through.astimezone(UTC).isoformat(), instant.count)}
 
 
 def event_run(automation: Automation, *, event_id: str, context: Mapping[str, Any], at: datetime,

@@ -1,16 +1,25 @@
-"""plan_instants: misfire, overlap, owner, cursor and the MAX_INSTANTS cap. Pure: no IO, no clock."""
+"""plan_instants: misfire, overlap, owner, cursor, parked ranges and the MAX_INSTANTS cap. Pure: no IO, no clock.
+
+The planner-level tests at the end run with parking off (each instant its own row); parking is
+tested in test_parking.py."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actwheel.actors.planner import Planner
-from actwheel.actors.planning import MAX_INSTANTS, Plan, plan_instants
+from actwheel.actors.planning import MAX_INSTANTS, Plan, only_overlapped, plan_instants
+from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.messages import DueItem
 from actwheel.policy import Policy
 from actwheel.service import Caller
+from actwheel.settings import Settings
 from actwheel.triggers import parse
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
@@ -19,10 +28,11 @@ EVERY_SECOND = parse({"type": "cron", "expression": "* * * * * ?", "timezone": "
 
 
 def _plan(*, cursor: datetime = T0, scheduled_for: datetime = T0, now: datetime | None = None,
-          busy: bool = False, owner_active: bool = True, trigger: Any = EVERY_MINUTE, **policy: Any) -> Plan:
+          busy: bool = False, owner_active: bool = True, trigger: Any = EVERY_MINUTE,
+          overlapped_until: datetime | None = None, **policy: Any) -> Plan:
     return plan_instants(trigger=trigger, cursor=cursor, scheduled_for=scheduled_for,
                          now=now if now is not None else scheduled_for, policy=Policy.parse(policy),
-                         busy=busy, owner_active=owner_active)
+                         busy=busy, owner_active=owner_active, overlapped_until=overlapped_until)
 
 
 def _shape(plan: Plan) -> list[tuple[str, str | None]]:
@@ -108,6 +118,44 @@ def test_inactive_owner_skips_everything_with_owner_inactive() -> None:
     assert plan.new_next_run_at == T0 + timedelta(minutes=3)
 
 
+def test_parked_instants_up_to_the_busy_sighting_are_one_overlap_range() -> None:
+    # Parked from 09:01: seen busy at 09:03:10; released at 09:04:05, its run over.
+    plan = _plan(cursor=T0 + timedelta(minutes=1), scheduled_for=T0 + timedelta(minutes=4),
+                 now=T0 + timedelta(minutes=4, seconds=5), overlapped_until=T0 + timedelta(minutes=3, seconds=10))
+    first, *rest = plan.instants
+    assert (first.at, first.skip_reason, first.through, first.count) == (
+        T0 + timedelta(minutes=1), "overlap", T0 + timedelta(minutes=3), 3)
+    assert _shape(Plan(tuple(rest), None)) == [("09:04", None)]  # after the sighting: the ordinary rules
+    assert plan.new_next_run_at == T0 + timedelta(minutes=5)
+
+
+def test_parked_range_wins_over_misfire_for_the_overlapped_instants() -> None:
+    # An hour later, the overlapped instants are still overlap (they were, when they came), not misfire.
+    plan = _plan(scheduled_for=T0 + timedelta(minutes=2), now=T0 + timedelta(hours=1),
+                 overlapped_until=T0 + timedelta(minutes=2))
+    assert [(p.skip_reason, p.count) for p in plan.instants] == [("overlap", 3)]
+
+
+def test_one_parked_instant_is_an_ordinary_row() -> None:
+    plan = _plan(overlapped_until=T0 + timedelta(seconds=30))
+    assert [(p.skip_reason, p.through, p.count) for p in plan.instants] == [("overlap", None, 1)]
+
+
+def test_parked_instants_of_a_banned_owner_stay_owner_inactive_rows() -> None:
+    plan = _plan(scheduled_for=T0 + timedelta(minutes=2), owner_active=False,
+                 overlapped_until=T0 + timedelta(minutes=2))
+    assert [(p.skip_reason, p.count) for p in plan.instants] == [("owner_inactive", 1)] * 3
+
+
+def test_only_overlapped_is_what_may_be_parked() -> None:
+    assert only_overlapped(_plan(busy=True))
+    assert only_overlapped(_plan(scheduled_for=T0 + timedelta(minutes=2), busy=True, grace_s=600))
+    assert not only_overlapped(_plan())  # it fires
+    assert not only_overlapped(_plan(now=T0 + timedelta(hours=1), busy=True, misfire="skip"))  # a misfire
+    once = parse({"type": "once", "at": T0.isoformat()})
+    assert not only_overlapped(_plan(trigger=once, busy=True))  # it completes: record it now
+
+
 def test_exhausted_once_trigger_has_no_next_cursor() -> None:
     once = parse({"type": "once", "at": T0.isoformat()})
     plan = _plan(trigger=once)
@@ -174,6 +222,18 @@ def test_plan_is_deterministic() -> None:
 
 
 # --- through the planner, on a real SQLite store: what "busy" means across announcements ------------------
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Engine]:
+    """The conftest's engine with parking off: every instant planned is its own row."""
+    built = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False,
+                            plan_parking=False), clock=clock)
+    await built.store.start()
+    try:
+        yield built
+    finally:
+        await built.store.stop()
 
 
 async def _announce_next(engine: Engine, automation_id: str) -> None:

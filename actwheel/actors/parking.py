@@ -1,0 +1,118 @@
+"""Parked overlaps: busy ``overlap: skip`` automations whose instants wait in memory, not as rows.
+
+Under overload every instant of a busy automation with the default overlap policy ``skip`` is
+SKIPPED(overlap). Writing each as its own row (and its ``run.skipped`` event, and its CDC) costs
+about what running it would: planning then starves execution, which is what made it overloaded.
+
+So the planner *parks* such an automation instead: it writes nothing, leaves the cursor where it
+is, and keeps here the latest instant announced and the last time it saw a run still going. When
+its run has ended (:meth:`ParkedOverlaps.to_check`, then :meth:`ParkedOverlaps.release`), the
+planner plans from the cursor as usual with ``overlapped_until`` = that last sighting: every
+instant up to it becomes ONE SKIPPED(overlap) row, a range, and the ones after it are judged by the
+ordinary rules (the first fires).
+
+Speed only (invariant 5's "removable"): the truth is the cursor in the database. Losing this
+memory (a crash, a restart, another instance planning the automation) loses no instant: the cursor
+never moved, so the next plan of the automation records every instant from it, by the misfire rule
+rather than the overlap one. Bounded: at :data:`PARK_CAPACITY` nothing more is parked (planned
+row by row, as without parking). Pure: no IO, no clock of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["PARK_CAPACITY", "PARK_CHECK_S", "PARK_FULL_CHECK_S", "ParkedOverlaps", "Release"]
+
+#: How often the planner asks whether the parked automations with an instant waiting are still busy.
+PARK_CHECK_S = 0.1
+#: How often it asks that of every parked automation (one with no instant waiting: its range is written
+#: at most this long after its run ends).
+PARK_FULL_CHECK_S = 2.0
+#: At most this many automations are parked per planner.
+PARK_CAPACITY = 100_000
+
+
+@dataclass(slots=True)
+class _Parked:
+    version: int
+    scheduled_for: datetime  # the latest instant announced
+    seen_busy_at: datetime  # the last time a run of it was seen going, at or after every instant up to here
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Plan ``automation_id`` up to ``scheduled_for``; its instants up to ``overlapped_until`` overlapped
+    (``None``: it changed while parked, so the ordinary rules judge every instant)."""
+
+    automation_id: str
+    scheduled_for: datetime
+    overlapped_until: datetime | None
+
+
+class ParkedOverlaps:
+    def __init__(self, capacity: int = PARK_CAPACITY) -> None:
+        self._capacity = capacity
+        self._parked: dict[str, _Parked] = {}
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def __contains__(self, automation_id: object) -> bool:
+        return automation_id in self._parked
+
+    def park(self, automation_id: str, version: int, scheduled_for: datetime, seen_busy_at: datetime) -> bool:
+        """Park it (its plan up to ``scheduled_for`` was overlap skips only, a run seen going at
+        ``seen_busy_at``); ``False`` when full (plan it row by row instead)."""
+        parked = self._parked.get(automation_id)
+        if parked is None:
+            if len(self._parked) >= self._capacity:
+                return False
+            self._parked[automation_id] = _Parked(version, scheduled_for, seen_busy_at)
+            return True
+        parked.version = version
+        parked.scheduled_for = max(parked.scheduled_for, scheduled_for)
+        parked.seen_busy_at = max(parked.seen_busy_at, seen_busy_at)
+        return True
+
+    def absorb(self, automation_id: str, scheduled_for: datetime) -> bool:
+        """An announcement of ``automation_id``: ``True`` when it is parked (its instant is kept here,
+        to be judged at the next check), ``False`` when it should be planned."""
+        parked = self._parked.get(automation_id)
+        if parked is None:
+            return False
+        parked.scheduled_for = max(parked.scheduled_for, scheduled_for)
+        return True
+
+    def to_check(self, *, everything: bool) -> list[str]:
+        """The parked automations with an instant not yet seen overlapped (``everything``: all of them)."""
+        if everything:
+            return list(self._parked)
+        return [a for a, p in self._parked.items() if p.scheduled_for > p.seen_busy_at]
+
+    def seen_busy(self, automation_ids: list[str], at: datetime) -> None:
+        """A run of each was still going at ``at`` (a reading taken after every instant kept so far)."""
+        for automation_id in automation_ids:
+            parked = self._parked.get(automation_id)
+            if parked is not None:
+                parked.seen_busy_at = max(parked.seen_busy_at, at)
+
+    def release(self, versions: dict[str, int]) -> list[Release]:
+        """Unpark the automations of ``versions`` (id → its current version; an id the store no longer
+        has is simply dropped by the caller passing nothing for it: see :meth:`drop`)."""
+        released = []
+        for automation_id, version in versions.items():
+            parked = self._parked.pop(automation_id, None)
+            if parked is not None:
+                until = parked.seen_busy_at if parked.version == version else None
+                released.append(Release(automation_id, parked.scheduled_for, until))
+        return released
+
+    def drop(self, automation_ids: list[str]) -> None:
+        """Forget these (deleted, or no longer plannable: nothing of theirs waits to be written)."""
+        for automation_id in automation_ids:
+            self._parked.pop(automation_id, None)
+
+    def clear(self) -> None:
+        self._parked.clear()

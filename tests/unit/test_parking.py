@@ -1,0 +1,231 @@
+"""Parked overlaps: a busy ``overlap: skip`` automation's instants wait in the planner's memory and are
+written as ONE SKIPPED(overlap) range when its run ends. ParkedOverlaps alone (pure), then through the
+planner on a real SQLite store with a VirtualClock (the conftest's engine: parking on, the default)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
+from actwheel.actors.planner import Planner
+from actwheel.clock import VirtualClock
+from actwheel.engine import Engine
+from actwheel.messages import DueItem
+from actwheel.run_context import SKIPPED_KEY, instants_of
+from actwheel.service import Caller
+from actwheel.storage.records import Run
+
+START = datetime(2030, 1, 1, tzinfo=UTC)  # VirtualClock's default start
+LOCAL = Caller("local")
+T = [START + timedelta(minutes=m) for m in range(12)]  # every minute's instants from START
+
+
+# --- ParkedOverlaps --------------------------------------------------------------------------------
+
+
+def test_park_absorb_and_release_keep_the_latest_instant_and_the_last_sighting() -> None:
+    parked = ParkedOverlaps()
+    assert parked.park("a1", 3, T[1], T[1])
+    assert parked.absorb("a1", T[3])
+    assert parked.absorb("a1", T[2])  # out of order: the latest stays
+    assert not parked.absorb("a2", T[3])  # not parked: plan it
+    assert parked.to_check(everything=False) == ["a1"]  # T[3] not yet seen overlapped
+    parked.seen_busy(["a1"], T[3] + timedelta(seconds=1))
+    assert parked.to_check(everything=False) == []
+    assert parked.to_check(everything=True) == ["a1"]
+    assert parked.release({"a1": 3}) == [Release("a1", T[3], T[3] + timedelta(seconds=1))]
+    assert len(parked) == 0
+    assert "a1" not in parked
+
+
+def test_an_automation_changed_while_parked_is_released_without_the_overlap() -> None:
+    parked = ParkedOverlaps()
+    parked.park("a1", 3, T[1], T[1])
+    assert parked.release({"a1": 4}) == [Release("a1", T[1], None)]
+
+
+def test_parking_is_bounded() -> None:
+    parked = ParkedOverlaps(capacity=1)
+    assert parked.park("a1", 1, T[1], T[1])
+    assert not parked.park("a2", 1, T[1], T[1])  # full: planned row by row instead
+    assert parked.park("a1", 1, T[2], T[2])  # one already parked is still kept up to date
+    parked.drop(["a1"])
+    assert parked.park("a2", 1, T[1], T[1])
+
+
+# --- through the planner ---------------------------------------------------------------------------
+
+
+def _planner(engine: Engine) -> Planner:
+    planner = engine.actors["planner"]
+    assert isinstance(planner, Planner)
+    return planner
+
+
+async def _create(engine: Engine, overlap: str = "skip") -> str:
+    automation = await engine.service.create(LOCAL, {
+        "trigger": {"type": "cron", "expression": "0 * * * * ?", "timezone": "UTC"},
+        "action": {"type": "simple.op", "config": {"op": "log", "message": "hi"}},
+        "policy": {"overlap": overlap, "grace_s": 3600}})
+    return automation.id
+
+
+async def _announce(engine: Engine, clock: VirtualClock, automation_id: str, at: datetime) -> int:
+    """The ticker's announcement of ``at``, arriving at ``at``."""
+    clock.set(max(at, clock.now()))
+    return await _planner(engine).on_due_items([DueItem(automation_id=automation_id, scheduled_for=at)])
+
+
+async def _runs(engine: Engine, automation_id: str) -> list[Run]:
+    async with engine.store.transaction() as tx:
+        runs = await tx.runs.query(automation_id=automation_id, limit=1000)
+    return sorted(runs, key=lambda r: r.scheduled_for or START)
+
+
+def _rows(runs: list[Run]) -> list[tuple[str, str | None, int]]:
+    return [(r.status.value, r.reason, instants_of(r.context)) for r in runs]
+
+
+def _instants(runs: list[Run]) -> list[datetime]:
+    """Every instant the rows record, a range expanded (every minute from its first to ``through``)."""
+    instants = []
+    for run in runs:
+        assert run.scheduled_for is not None
+        instants += [run.scheduled_for + timedelta(minutes=k) for k in range(instants_of(run.context))]
+    return instants
+
+
+async def _end(engine: Engine, run: Run) -> None:
+    async with engine.store.transaction() as tx:
+        assert await tx.runs.cancel(run.id, "test: the run is over")
+
+
+async def _cursor(engine: Engine, automation_id: str) -> datetime | None:
+    return (await engine.service.get(LOCAL, automation_id)).next_run_at
+
+
+async def test_busy_instants_are_parked_then_written_as_one_range_when_the_run_ends(
+        engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:5]:
+        await _announce(engine, clock, automation_id, at)
+    runs = await _runs(engine, automation_id)
+    assert _rows(runs) == [("PENDING", None, 1)]  # T[2..4]: parked, nothing written
+    assert automation_id in _planner(engine).parked
+    assert await _cursor(engine, automation_id) == T[2]  # the cursor waits at the first parked instant
+
+    assert await _planner(engine).release_parked() == 0  # still busy: stays parked
+    assert automation_id in _planner(engine).parked
+    await _end(engine, runs[0])
+    clock.set(T[4] + timedelta(seconds=5))
+    assert await _planner(engine).release_parked() == 0  # every parked instant was overlapped: none fires
+
+    runs = await _runs(engine, automation_id)
+    assert _rows(runs) == [("CANCELED", "test: the run is over", 1), ("SKIPPED", "overlap", 3)]
+    assert runs[1].scheduled_for == T[2]
+    assert runs[1].dedupe_key == f"schedule:{T[2].isoformat()}"
+    assert runs[1].context[SKIPPED_KEY] == {"through": T[4].isoformat(), "instants": 3}
+    assert _instants(runs) == T[1:5]  # every instant once
+    assert engine.metrics.skipped.labels("overlap")._value.get() == 3  # the metric counts instants, too
+    assert await _cursor(engine, automation_id) == T[5]
+    assert automation_id not in _planner(engine).parked
+
+
+async def test_an_instant_after_the_last_busy_sighting_fires_on_release(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    await _announce(engine, clock, automation_id, T[1])
+    await _announce(engine, clock, automation_id, T[2])  # parked, seen busy at T[2]
+    first = (await _runs(engine, automation_id))[0]
+    await _end(engine, first)
+    await _announce(engine, clock, automation_id, T[3])  # absorbed: it is judged at the next check
+    assert await _planner(engine).release_parked(everything=False) == 1
+    runs = await _runs(engine, automation_id)
+    assert _rows(runs) == [("CANCELED", "test: the run is over", 1), ("SKIPPED", "overlap", 1), ("PENDING", None, 1)]
+    assert [r.scheduled_for for r in runs] == T[1:4]
+    assert SKIPPED_KEY not in runs[1].context  # one instant: an ordinary row
+
+
+async def test_a_lost_parking_leaves_every_instant_to_the_cursor(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:4]:
+        await _announce(engine, clock, automation_id, at)
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    _planner(engine).parked.clear()  # what a crash or a restart does to it
+    await _announce(engine, clock, automation_id, T[4])
+    runs = await _runs(engine, automation_id)
+    assert _instants(runs) == T[1:5]  # planned from the cursor: nothing lost, nothing twice
+    assert _rows(runs)[1:] == [("PENDING", None, 1), ("SKIPPED", "overlap", 1), ("SKIPPED", "overlap", 1)]
+
+
+async def test_an_edit_while_parked_drops_the_overlap_record(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:3]:
+        await _announce(engine, clock, automation_id, at)
+    await engine.service.update(LOCAL, automation_id, {"name": "renamed"}, 1)
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    clock.set(T[2] + timedelta(seconds=5))
+    await _planner(engine).release_parked()
+    runs = await _runs(engine, automation_id)
+    assert _instants(runs) == T[1:3]
+    assert _rows(runs)[1] == ("PENDING", None, 1)  # judged by the ordinary rules: its run is over, it fires
+
+
+async def test_a_disable_while_parked_writes_nothing_more(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:3]:
+        await _announce(engine, clock, automation_id, at)
+    await engine.service.set_enabled(LOCAL, automation_id, False)  # cancels the PENDING run too
+    await _planner(engine).release_parked()
+    assert _rows(await _runs(engine, automation_id)) == [("CANCELED", "automation_disabled", 1)]
+    assert len(_planner(engine).parked) == 0
+
+
+async def test_allow_and_buffer_one_are_never_parked(engine: Engine, clock: VirtualClock) -> None:
+    allow, buffer_one = await _create(engine, "allow"), await _create(engine, "buffer_one")
+    for at in T[1:4]:
+        await _announce(engine, clock, allow, at)
+        await _announce(engine, clock, buffer_one, at)
+    assert len(_planner(engine).parked) == 0
+    assert _rows(await _runs(engine, allow)) == [("PENDING", None, 1)] * 3
+    assert _rows(await _runs(engine, buffer_one)) == [("PENDING", None, 1), ("PENDING", None, 1),
+                                                      ("SKIPPED", "overlap", 1)]
+
+
+async def _until(condition: Callable[[], bool], rounds: int = 400) -> None:
+    """Poll ``condition`` while the loop (and SQLite's thread) works: 400 × 5 ms at most."""
+    for _ in range(rounds):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not reached")
+
+
+@pytest.mark.parametrize("everything", [False, True])
+async def test_the_planner_checks_parked_automations_on_its_own(engine: Engine, clock: VirtualClock,
+                                                                 everything: bool) -> None:
+    """The work loop: every PARK_CHECK_S the ones with an instant waiting; every PARK_FULL_CHECK_S all."""
+    automation_id = await _create(engine)
+    await _announce(engine, clock, automation_id, T[1])
+    await _announce(engine, clock, automation_id, T[2])
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    if not everything:
+        await _announce(engine, clock, automation_id, T[3])  # an instant waiting: the short check sees it
+    planner = _planner(engine)
+    work = asyncio.create_task(planner.work())
+    try:
+        await _until(lambda: clock.sleepers >= 2)
+        checks = round((PARK_FULL_CHECK_S if everything else PARK_CHECK_S) / PARK_CHECK_S)
+        for _ in range(checks):
+            assert automation_id in planner.parked  # not before its check
+            sleeping = clock.sleepers
+            clock.advance(PARK_CHECK_S)
+            await _until(lambda n=sleeping: clock.sleepers >= n)  # the check ran, sleeps again
+        await _until(lambda: automation_id not in planner.parked)
+    finally:
+        planner.stopping.set()
+        await work
+    assert _instants(await _runs(engine, automation_id)) == T[1:4 if not everything else 3]
