@@ -6,7 +6,8 @@ change (docs/design.md invariant 4). The envelope id is the event id consumers d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
@@ -24,6 +25,7 @@ from actwheel.messages import (
     RunsTransitioned,
     RunTransition,
 )
+from actwheel.run_context import SKIPPED_KEY, instants_of
 from actwheel.storage.records import Automation, NewOutboxMessage, Run
 
 __all__ = ["MAX_EVENT_TEXT", "EventFactory", "transition_of"]
@@ -42,9 +44,17 @@ _TRUNCATED = "… (truncated; the run record has the full text)"
 
 def transition_of(run: Run, *, summary: str | None = None, error: str | None = None) -> RunTransition:
     """The lifecycle entry for ``run`` in its current status (long texts cut to MAX_EVENT_TEXT)."""
+    instants = instants_of(run.context)
     return RunTransition(run_id=run.id, automation_id=run.automation_id, status=run.status.value,
                          reason=_bounded(run.reason), attempt=run.attempt, scheduled_for=run.scheduled_for,
-                         action_type=run.action_type, summary=_bounded(summary), error=_bounded(error))
+                         action_type=run.action_type, summary=_bounded(summary), error=_bounded(error),
+                         skipped_through=_through(run) if instants > 1 else None, instants=instants)
+
+
+def _through(run: Run) -> datetime | None:
+    skipped = run.context.get(SKIPPED_KEY)
+    through = skipped.get("through") if isinstance(skipped, Mapping) else None
+    return datetime.fromisoformat(through) if isinstance(through, str) else None
 
 
 def _bounded(text: str | None) -> str | None:

@@ -178,6 +178,9 @@ class RunTransition:
     action_type: str | None = None
     summary: str | None = None
     error: str | None = None
+    #: A SKIPPED range (a parked overlap): the last of the ``instants`` consecutive instants it records.
+    skipped_through: datetime | None = None
+    instants: int = 1
 
     @classmethod
     def from_data(cls, data: Any, where: str) -> RunTransition:
@@ -187,6 +190,9 @@ class RunTransition:
         attempt = data.get("attempt", 0)
         if not isinstance(attempt, int) or isinstance(attempt, bool):
             raise InvalidMessage(f"{where}.attempt", attempt, "an integer")
+        instants, through = data.get("instants", 1), data.get("skipped_through")
+        if not isinstance(instants, int) or isinstance(instants, bool) or instants < 1:
+            raise InvalidMessage(f"{where}.instants", instants, "an integer ≥ 1")
         return cls(
             run_id=_str(data, "run_id", where=where),
             automation_id=_str(data, "automation_id", optional=True, where=where),
@@ -197,6 +203,8 @@ class RunTransition:
             action_type=_str(data, "action_type", optional=True, where=where),
             summary=data.get("summary") if isinstance(data.get("summary"), str) else None,
             error=data.get("error") if isinstance(data.get("error"), str) else None,
+            skipped_through=None if through is None else parse_instant(through, f"{where}.skipped_through"),
+            instants=instants,
         )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import orjson
 import pytest
 from procs import EngineProcess, engine_processes, eventually, fresh_vhost
 from services import isolated_postgres_url, rabbitmq_url
@@ -27,9 +28,11 @@ from actwheel.actions.defaults import default_registry
 from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import SystemClock
 from actwheel.events import EventFactory
+from actwheel.run_context import instants_of
 from actwheel.service import AutomationService, Caller
 from actwheel.storage import open_store
 from actwheel.triggers import preview
+from tests.instants import recorded_instants
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.rabbitmq]
 
@@ -90,7 +93,7 @@ class Probe:
 
     async def runs(self) -> list[asyncpg.Record]:
         return await self.conn.fetch(  # type: ignore[no-any-return]
-            "SELECT automation_id, scheduled_for, status, reason, dedupe_key, attempt FROM runs")
+            "SELECT automation_id, scheduled_for, status, reason, dedupe_key, attempt, context FROM runs")
 
     async def leases(self) -> list[asyncpg.Record]:
         return await self.conn.fetch("SELECT owner, count(*) AS n FROM partition_leases GROUP BY owner")  # type: ignore[no-any-return]
@@ -115,12 +118,15 @@ def _check(triggers: dict[str, tuple[dict[str, Any], datetime]], rows: list[asyn
     for automation_id, (trigger, first) in triggers.items():
         expected = {at.astimezone(UTC) for at in _expected(trigger, first)}
         expected_total += len(expected)
-        seen = Counter(r["scheduled_for"].astimezone(UTC) for r in by_automation[automation_id])
+        seen = recorded_instants(((r["scheduled_for"], r["context"]) for r in by_automation[automation_id]),
+                                 sorted(expected))
         missing += len(expected - seen.keys())
         examples += [f"{automation_id}@{at.isoformat()}" for at in sorted(expected - seen.keys())][:3]
         extra += len(seen.keys() - expected)
         duplicates += sum(n - 1 for n in seen.values())
-    statuses = Counter((r["status"], r["reason"]) for r in rows)
+    statuses: Counter[tuple[str, str | None]] = Counter()
+    for r in rows:  # instants, not rows: a SKIPPED(overlap) range stands for several
+        statuses[(r["status"], r["reason"])] += instants_of(orjson.loads(r["context"]))
     return {"expected": expected_total, "missing": missing, "extra": extra, "duplicates": duplicates,
             "statuses": statuses, "retried": sum(1 for r in rows if r["attempt"] > 1),
             "missing_examples": examples[:10]}

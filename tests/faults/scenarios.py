@@ -36,6 +36,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import orjson
 from instances import Instances, unavailable
 from procs import EngineProcess, engine_processes, eventually
 from proxy import FaultProxy, proxied
@@ -49,10 +50,12 @@ from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import Clock, SystemClock
 from actwheel.engine import Engine
 from actwheel.events import EventFactory
+from actwheel.run_context import instants_of
 from actwheel.service import AutomationService, Caller
 from actwheel.settings import ALL_ROLES, Settings
 from actwheel.storage import open_store
 from actwheel.triggers import preview
+from tests.instants import recorded_instants
 
 STRONG_ACTION = {"type": "ontology.create_object", "config": {"object_type": "Tick", "properties": {"n": 1}}}
 SETTLED = ("SUCCEEDED", "SKIPPED")
@@ -197,7 +200,7 @@ class Workload:
 
     async def audit(self, figures: Figures) -> Figures:
         async with _connection(self.database) as conn:
-            rows = await conn.fetch("SELECT automation_id, scheduled_for, status, reason FROM runs "
+            rows = await conn.fetch("SELECT automation_id, scheduled_for, status, reason, context FROM runs "
                                     "WHERE automation_id IS NOT NULL")
             objects = await conn.fetchval("SELECT count(*) FROM objects WHERE object_type = 'Tick'")
             figures.lost = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
@@ -208,12 +211,16 @@ class Workload:
         for automation_id, (trigger, first) in self.triggers.items():
             expected = {at.astimezone(UTC) for at in
                         preview(trigger, after=first - timedelta(microseconds=1), count=self.window_s + 10)}
-            seen = Counter(r["scheduled_for"].astimezone(UTC) for r in by_automation[automation_id])
+            seen = recorded_instants(((r["scheduled_for"], r["context"]) for r in by_automation[automation_id]),
+                                     sorted(expected))
             figures.expected += len(expected)
             figures.missing += len(expected - seen.keys())
             figures.extra += len(seen.keys() - expected)
             figures.duplicates += sum(n - 1 for n in seen.values())
-        statuses = Counter(f"{r['status']}" + (f"({r['reason']})" if r["reason"] else "") for r in rows)
+        statuses: Counter[str] = Counter()
+        for r in rows:  # instants, not rows: a SKIPPED(overlap) range stands for several
+            statuses[f"{r['status']}" + (f"({r['reason']})" if r["reason"] else "")] += instants_of(
+                orjson.loads(r["context"]))
         figures.statuses = dict(statuses)
         figures.unsettled = sum(1 for r in rows if r["status"] not in SETTLED)
         succeeded = sum(1 for r in rows if r["status"] == "SUCCEEDED")

@@ -26,6 +26,7 @@ from actwheel.engine import Engine
 from actwheel.service import Caller
 from actwheel.storage.records import AutomationStatus, Run, RunStatus
 from actwheel.triggers import preview
+from tests.instants import recorded_instants
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
 
@@ -113,8 +114,8 @@ async def _all_settled(engine: Engine, automation_ids: list[str]) -> bool:
 def _assert_every_instant_once(outcome: dict[str, Any]) -> None:
     for automation_id, first in outcome["firsts"].items():
         expected = preview(outcome["trigger"], after=first - timedelta(microseconds=1), count=WINDOW_S + 5)
-        seen = sorted(r.scheduled_for for r in outcome["runs"][automation_id])
-        assert seen == sorted(expected), (automation_id, len(seen), len(expected))
+        seen = recorded_instants(((r.scheduled_for, r.context) for r in outcome["runs"][automation_id]), expected)
+        assert sorted(seen.elements()) == sorted(expected), (automation_id, sum(seen.values()), len(expected))
 
 
 def _assert_completed_after(outcome: dict[str, Any]) -> None:

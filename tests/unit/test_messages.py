@@ -38,6 +38,9 @@ SAMPLES: list[Message] = [
         RunTransition(run_id="r1", automation_id="a1", status="SUCCEEDED", reason=None, attempt=2,
                       scheduled_for=T, action_type="simple.op", summary="done", error=None),
         RunTransition(run_id="r3", automation_id=None, status="SUCCEEDED"))),
+    RunsTransitioned(status="SKIPPED", runs=(
+        RunTransition(run_id="r4", automation_id="a1", status="SKIPPED", reason="overlap", scheduled_for=T,
+                      skipped_through=T + timedelta(minutes=2), instants=3),)),
     RunsTransitioned(status="FAILED", runs=(
         RunTransition(run_id="r2", automation_id=None, status="FAILED", reason="timeout", error="too slow"),)),
     AutomationChanged(automation_id="a1", change="updated", next_run_at=T, version=3),
@@ -124,6 +127,10 @@ BAD: list[tuple[type[Message], dict[str, Any], str, Any]] = [
     (RunsTransitioned, {"status": "FAILED", "runs": [{"status": "FAILED"}]}, "data.runs[0].run_id", None),
     (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "FAILED", "attempt": "2"}]},
      "data.runs[0].attempt", "2"),
+    (RunsTransitioned, {"status": "SKIPPED", "runs": [{"run_id": "r", "status": "SKIPPED", "instants": 0}]},
+     "data.runs[0].instants", 0),
+    (RunsTransitioned, {"status": "SKIPPED", "runs": [{"run_id": "r", "status": "SKIPPED", "skipped_through": "x"}]},
+     "data.runs[0].skipped_through", "x"),
     (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": "FAILED", "automation_id": 5}]},
      "data.runs[0].automation_id", 5),
     (RunsTransitioned, {"status": "FAILED", "runs": [{"run_id": "r", "status": 1}]}, "data.runs[0].status", 1),

@@ -8,13 +8,14 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 
 from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
 from actwheel.actors.planner import Planner
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
-from actwheel.messages import DueItem
+from actwheel.messages import DueItem, RunsTransitioned
 from actwheel.run_context import SKIPPED_KEY, instants_of
 from actwheel.service import Caller
 from actwheel.storage.records import Run
@@ -99,6 +100,16 @@ def _instants(runs: list[Run]) -> list[datetime]:
     return instants
 
 
+async def _skipped_events(engine: Engine) -> list[dict[str, object]]:
+    """The ``run.skipped`` entries in the outbox, as a subscriber decodes them."""
+    async with engine.store.transaction() as tx:
+        rows = [r for r in await tx.outbox.take_batch(1000) if r.routing_key == "run.skipped"]
+    entries = [entry for r in rows for entry in RunsTransitioned.from_data(orjson.loads(r.body)["data"]).runs]
+    return [{"run_id": e.run_id, "instants": e.instants,
+             "scheduled_for": e.scheduled_for and e.scheduled_for.isoformat(),
+             "skipped_through": e.skipped_through and e.skipped_through.isoformat()} for e in entries]
+
+
 async def _end(engine: Engine, run: Run) -> None:
     async with engine.store.transaction() as tx:
         assert await tx.runs.cancel(run.id, "test: the run is over")
@@ -131,6 +142,8 @@ async def test_busy_instants_are_parked_then_written_as_one_range_when_the_run_e
     assert runs[1].context[SKIPPED_KEY] == {"through": T[4].isoformat(), "instants": 3}
     assert _instants(runs) == T[1:5]  # every instant once
     assert engine.metrics.skipped.labels("overlap")._value.get() == 3  # the metric counts instants, too
+    assert await _skipped_events(engine) == [{"run_id": runs[1].id, "instants": 3, "skipped_through": T[4].isoformat(),
+                                              "scheduled_for": T[2].isoformat()}]
     assert await _cursor(engine, automation_id) == T[5]
     assert automation_id not in _planner(engine).parked
 
