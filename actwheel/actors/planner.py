@@ -397,6 +397,7 @@ class Planner(ConsumerActor):
             inserted = await tx.runs.insert_many([run for p in winners for run in _runs_of(p)])
             await self._announce(tx, winners, inserted)
         self._observe(inserted)
+        self._park_again(winners, overlapped)
         by_id = {item.automation_id: item for item in items}
         lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
@@ -421,6 +422,20 @@ class Planner(ConsumerActor):
             if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id], now)):
                 planned.append(_Planned(a, plan))
         return planned
+
+    def _park_again(self, released: list[_Planned], overlapped: dict[str, datetime]) -> None:
+        """Committed releases that were overlapped and fired their next instant are parked again at once,
+        seen busy at that instant: still overloaded, their next announcement is then kept without a
+        plan of its own, and judged at the next check. One that was not overlapped has kept up with its
+        instants: it leaves parking (its next instants fire without waiting for a check)."""
+        for p in released:
+            until = overlapped.get(p.automation.id)
+            instants = p.plan.instants
+            if until is None or not instants or instants[0].skip_reason != "overlap" or instants[0].at > until:
+                continue
+            fired = [i.at for i in instants if i.skip_reason is None]
+            if fired:
+                self.parked.park(p.automation.id, p.automation.version, fired[-1], fired[-1])
 
     def _parks(self, automation: Automation, plan: Plan, overlap: str, scheduled_for: datetime,
                now: datetime) -> bool:

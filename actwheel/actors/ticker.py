@@ -131,6 +131,9 @@ class _Timer:
     scheduled_for: datetime
     trigger: Trigger
     transient: bool = False
+    #: The instant after ``scheduled_for`` once :meth:`WheelTicker._caught_up` has computed it (a due timer's
+    #: next timer is scheduled from it: one trigger computation per instant, not two).
+    following: datetime | None = None
 
 
 Publish = Callable[[AutomationsDue], Awaitable[None]]
@@ -296,12 +299,18 @@ class WheelTicker(Actor):
         """After downtime, the latest instant at or before ``now`` (at most MAX_INSTANTS on): one
         announcement then covers the whole backlog, and the planner applies the misfire policy to it."""
         at = timer.scheduled_for
+        following = None
         for _ in range(MAX_INSTANTS - 1):
             following = timer.trigger.next_after(at)
             if following is None or following > now:
                 break
             at = following
-        return timer if at == timer.scheduled_for else _Timer(timer.automation_id, at, timer.trigger, timer.transient)
+        else:  # the cap: the instant after ``at`` is still to be computed
+            following = timer.trigger.next_after(at)
+        if at == timer.scheduled_for:  # on time: the timer the wheel gave back, no longer in it
+            timer.following = following
+            return timer
+        return _Timer(timer.automation_id, at, timer.trigger, timer.transient, following)
 
     async def _schedule_all_following(self, fired: Sequence[_Timer]) -> None:
         """Each fired timer's next instant, yielding to the loop between chunks: in a burst the planners
@@ -314,7 +323,7 @@ class WheelTicker(Actor):
                     self._schedule_following(timer)
 
     def _schedule_following(self, timer: _Timer) -> None:
-        following = timer.trigger.next_after(timer.scheduled_for)
+        following = timer.following if timer.following is not None else timer.trigger.next_after(timer.scheduled_for)
         if following is not None and self._in_horizon(following):
             self._wheel.schedule(timer.automation_id, _ms(following),
                                  _Timer(timer.automation_id, following, timer.trigger))

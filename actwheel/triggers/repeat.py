@@ -105,6 +105,31 @@ def _utc(instant: datetime) -> datetime:
 
 
 _ZONE_UTC = ZoneInfo("UTC")  # ZoneInfo caches: every ZoneInfo("UTC") is this object
+_ZERO = timedelta(0)
+_STEPS: dict[tuple[int, str], timedelta] = {}
+_ANCHORS: dict[datetime, datetime] = {}
+_ANCHORS_MAX = 100_000
+
+
+def _step(interval: int, unit: TimeUnit) -> timedelta:
+    """An elapsed schedule's step (memoised: building a timedelta costs more than the arithmetic)."""
+    key = (interval, unit.value)
+    step = _STEPS.get(key)
+    if step is None:
+        if len(_STEPS) >= _ANCHORS_MAX:
+            _STEPS.clear()
+        step = _STEPS[key] = timedelta(seconds=interval * _ELAPSED[unit])
+    return step
+
+
+def _anchor_in_utc_zone(start: datetime) -> datetime:
+    """``start`` as a ``ZoneInfo("UTC")`` datetime (memoised by instant: speed only, the value is pure)."""
+    anchor = _ANCHORS.get(start)
+    if anchor is None:
+        if len(_ANCHORS) >= _ANCHORS_MAX:
+            _ANCHORS.clear()
+        anchor = _ANCHORS[start] = start.astimezone(_ZONE_UTC)
+    return anchor
 
 
 # ---------------------------------------------------------------- the trigger
@@ -145,6 +170,37 @@ class RepeatTrigger(Trigger):
     @property
     def zone(self) -> ZoneInfo:
         return self.tz
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """As :meth:`next_fire_after` ``.at``; an elapsed-time schedule (CUSTOM in SECONDS/MINUTES/HOURS)
+        is answered by arithmetic alone, without the :class:`Fire` (it never carries a note): the ticker
+        and the planner ask this once per instant of every automation."""
+        if self.time_unit not in _ELAPSED:
+            return Trigger.next_after(self, instant)  # (a slots dataclass: no zero-argument super())
+        require_aware(instant)
+        return self._elapsed_at(_utc(instant))
+
+    def _elapsed_at(self, instant: datetime) -> datetime | None:
+        """The elapsed-time answer for ``instant`` (in UTC): the bounds, then :meth:`_elapsed_after`'s rule."""
+        assert self.start is not None
+        assert self.interval is not None
+        assert self.time_unit is not None
+        start = _utc(self.start)
+        end = None if self.end is None else _utc(self.end)
+        if end is not None and instant >= end:
+            return None
+        step = _step(self.interval, self.time_unit)
+        elapsed = instant - start
+        count = 0 if elapsed < _ZERO else elapsed // step + 1
+        try:
+            at = start + count * step
+        except OverflowError:  # past year 9999: the schedule has ended
+            return None
+        if end is not None and at > end:
+            return None
+        if self.tz is _ZONE_UTC:  # a fixed offset: wall-time arithmetic from the anchor in the zone is exact
+            return _anchor_in_utc_zone(self.start) + count * step
+        return at.astimezone(self.tz)
 
     def next_fire_after(self, instant: datetime) -> Fire | None:
         """The first fire strictly after ``instant`` within ``start_date_time``..``end_date_time``.

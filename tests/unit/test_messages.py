@@ -208,3 +208,11 @@ def test_booleans_are_not_integers(kind: type[Message], data: dict[str, Any], fi
     with pytest.raises(InvalidMessage) as caught:
         message_from_data(kind.TYPE, data)
     assert caught.value.field == field
+
+
+def test_the_due_fast_path_writes_what_the_generic_walk_writes() -> None:
+    from actwheel.messages import _record_data  # the generic walk every other message uses
+
+    due = SAMPLES[0]
+    assert isinstance(due, AutomationsDue)
+    assert due.to_data() == _record_data(due)
