@@ -278,10 +278,25 @@ class Planner(ConsumerActor):
         """Plan an announcement's items: those of parked automations are kept with them (judged at the
         next check), the rest planned once the backlog allows. Returns how many runs were queued."""
         unparked = [i for i in items if not self.parked.absorb(i.automation_id, i.scheduled_for)]
+        if unparked and self._parking and self._over_backlog():
+            unparked = await self._park_busy(unparked)
         if not unparked:
             return 0
         held = await self._within_backlog()
         return await self.plan(unparked, catch_up=held)
+
+    def _over_backlog(self) -> bool:
+        """The last backlog count (or none yet) says this announcement would be held."""
+        seen = self._backlog_seen
+        return self._backlog_limit > 0 and (seen is None or seen[1] >= self._backlog_limit)
+
+    async def _park_busy(self, items: Sequence[DueItem]) -> list[DueItem]:
+        """Before holding an announcement for the backlog, park the automations it names that are busy
+        (a read: their plans are overlap skips only, nothing to write), so that only the ones that
+        would fire are held, and a held announcement never holds up parking. Returns the others."""
+        async with self._store.transaction() as tx:
+            await self._plans(tx, latest_per_automation(items), await tx.now(), False, {})
+        return [i for i in items if i.automation_id not in self.parked]
 
     async def _within_backlog(self) -> bool:
         """Backpressure: while the PENDING/RUNNING backlog is at ``backlog_limit`` or more, hold this

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import orjson
 import pytest
@@ -18,6 +19,7 @@ from actwheel.engine import Engine
 from actwheel.messages import DueItem, RunsTransitioned
 from actwheel.run_context import SKIPPED_KEY, instants_of
 from actwheel.service import Caller
+from actwheel.settings import Settings
 from actwheel.storage.records import Run
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # VirtualClock's default start
@@ -264,3 +266,23 @@ async def test_the_planner_checks_parked_automations_on_its_own(engine: Engine, 
         planner.stopping.set()
         await work
     assert _instants(await _runs(engine, automation_id)) == T[1:4 if not everything else 3]
+
+
+async def test_a_busy_automation_is_parked_even_while_the_backlog_holds_announcements(
+        tmp_path: Path, clock: VirtualClock) -> None:
+    """Over the backlog bound, an announcement is held until the backlog drains; its busy automations
+    are parked first (a read), so parking never waits for the hold and only what would fire waits."""
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False,
+                             plan_backlog=1), clock=clock)
+    await engine.store.start()
+    try:
+        automation_id = await _create(engine)
+        await _announce(engine, clock, automation_id, T[1])  # no count yet: its run makes the backlog 1
+        planner = _planner(engine)
+        await planner._count_backlog()  # what the background recount does after a plan
+        assert planner._over_backlog()
+        assert await asyncio.wait_for(_announce(engine, clock, automation_id, T[2]), timeout=5) == 0
+        assert automation_id in planner.parked
+        assert planner.held == 0  # parked, not held
+    finally:
+        await engine.store.stop()
