@@ -5,7 +5,8 @@ SKIPPED(overlap). Writing each as its own row (and its ``run.skipped`` event, an
 about what running it would: planning then starves execution, which is what made it overloaded.
 
 So the planner *parks* such an automation instead: it writes nothing, leaves the cursor where it
-is, and keeps here the latest instant announced and the last time it saw a run still going. When
+is, and keeps here the latest instant announced and the latest instant *after which* it saw a run
+still going (an instant, never a clock reading: instances' and the database's clocks differ). When
 its run has ended (:meth:`ParkedOverlaps.to_check`, then :meth:`ParkedOverlaps.release`), the
 planner plans from the cursor as usual with ``overlapped_until`` = that last sighting: every
 instant up to it becomes ONE SKIPPED(overlap) row, a range, and the ones after it are judged by the
@@ -38,7 +39,7 @@ PARK_CAPACITY = 100_000
 class _Parked:
     version: int
     scheduled_for: datetime  # the latest instant announced
-    seen_busy_at: datetime  # the last time a run of it was seen going, at or after every instant up to here
+    seen_busy_at: datetime  # a run of it was seen going after this instant had been announced
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,18 +86,19 @@ class ParkedOverlaps:
         parked.scheduled_for = max(parked.scheduled_for, scheduled_for)
         return True
 
-    def to_check(self, *, everything: bool) -> list[str]:
-        """The parked automations with an instant not yet seen overlapped (``everything``: all of them)."""
-        if everything:
-            return list(self._parked)
-        return [a for a, p in self._parked.items() if p.scheduled_for > p.seen_busy_at]
+    def to_check(self, *, everything: bool) -> dict[str, datetime]:
+        """The parked automations with an instant not yet seen overlapped (``everything``: all of them),
+        each with the latest instant announced so far: a reading taken now covers up to there."""
+        return {a: p.scheduled_for for a, p in self._parked.items() if everything or p.scheduled_for > p.seen_busy_at}
 
-    def seen_busy(self, automation_ids: list[str], at: datetime) -> None:
-        """A run of each was still going at ``at`` (a reading taken after every instant kept so far)."""
-        for automation_id in automation_ids:
+    def seen_busy(self, latest: dict[str, datetime]) -> None:
+        """A run of each was still going after ``latest[id]`` had been announced (:meth:`to_check`'s
+        instants, read before the query). The instant, not a clock reading, is what is kept: another
+        instance's clock or the database's may differ from the ticker's that announced it."""
+        for automation_id, instant in latest.items():
             parked = self._parked.get(automation_id)
             if parked is not None:
-                parked.seen_busy_at = max(parked.seen_busy_at, at)
+                parked.seen_busy_at = max(parked.seen_busy_at, instant)
 
     def release(self, versions: dict[str, int]) -> list[Release]:
         """Unpark the automations of ``versions`` (id → its current version; an id the store no longer

@@ -155,15 +155,14 @@ class Planner(ConsumerActor):
         """Ask which parked automations still have a run going (one query); mark those seen busy now and
         plan the others from their cursors, their instants up to the last sighting one SKIPPED(overlap)
         range. Returns how many runs were queued."""
-        ids = self.parked.to_check(everything=everything)
-        if not ids:
+        latest = self.parked.to_check(everything=everything)
+        if not latest:
             return 0
-        at = self._clock.now()  # before the query: a run seen going by it was going at ``at``
         async with self._store.transaction() as tx:
-            busy = await tx.runs.active_automation_ids(ids)
-            free = [i for i in ids if i not in busy]
+            busy = await tx.runs.active_automation_ids(list(latest))
+            free = [i for i in latest if i not in busy]
             found = await tx.automations.get_many(free) if free else {}
-        self.parked.seen_busy([i for i in ids if i in busy], at)
+        self.parked.seen_busy({i: at for i, at in latest.items() if i in busy})
         self.parked.drop([i for i in free if i not in found])
         releases = self.parked.release({i: found[i].version for i in free if i in found})
         if not releases:
@@ -434,7 +433,7 @@ class Planner(ConsumerActor):
                 trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
                 policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id],
                 overlapped_until=overlapped.get(a.id))
-            if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id], now)):
+            if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id])):
                 planned.append(_Planned(a, plan))
         return planned
 
@@ -452,12 +451,14 @@ class Planner(ConsumerActor):
             if fired:
                 self.parked.park(p.automation.id, p.automation.version, fired[-1], fired[-1])
 
-    def _parks(self, automation: Automation, plan: Plan, overlap: str, scheduled_for: datetime,
-               now: datetime) -> bool:
-        """Park busy ``automation`` rather than write ``plan`` (overlap skips only, seen busy ``now``). A
-        released one whose instants were all overlapped is written, not parked again: it is not busy."""
+    def _parks(self, automation: Automation, plan: Plan, overlap: str, scheduled_for: datetime) -> bool:
+        """Park busy ``automation`` rather than write ``plan`` (overlap skips only). It is recorded seen
+        busy at the plan's last instant, not at the transaction's time: the read came after that instant
+        was announced, and the database's clock (PostgreSQL's ``now()``) may run ahead of the ticker's,
+        which would stretch the overlap past a run that had ended. A released one whose instants were
+        all overlapped is written, not parked again: it is not busy (the caller checks)."""
         return (self._parking and overlap == "skip" and only_overlapped(plan)
-                and self.parked.park(automation.id, automation.version, scheduled_for, now))
+                and self.parked.park(automation.id, automation.version, scheduled_for, plan.instants[-1].at))
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
         completed = [self._events.automation_gone(p.automation.id, "completed")

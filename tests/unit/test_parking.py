@@ -36,11 +36,12 @@ def test_park_absorb_and_release_keep_the_latest_instant_and_the_last_sighting()
     assert parked.absorb("a1", T[3])
     assert parked.absorb("a1", T[2])  # out of order: the latest stays
     assert not parked.absorb("a2", T[3])  # not parked: plan it
-    assert parked.to_check(everything=False) == ["a1"]  # T[3] not yet seen overlapped
-    parked.seen_busy(["a1"], T[3] + timedelta(seconds=1))
-    assert parked.to_check(everything=False) == []
-    assert parked.to_check(everything=True) == ["a1"]
-    assert parked.release({"a1": 3}) == [Release("a1", T[3], T[3] + timedelta(seconds=1))]
+    assert parked.to_check(everything=False) == {"a1": T[3]}  # T[3] not yet seen overlapped
+    parked.seen_busy({"a1": T[3]})  # a run still going after T[3] was announced
+    assert parked.to_check(everything=False) == {}
+    assert parked.to_check(everything=True) == {"a1": T[3]}
+    parked.seen_busy({"a1": T[2]})  # an older reading never moves the sighting back
+    assert parked.release({"a1": 3}) == [Release("a1", T[3], T[3])]
     assert len(parked) == 0
     assert "a1" not in parked
 
