@@ -21,6 +21,7 @@ row by row, as without parking). Pure: no IO, no clock of its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,12 +45,13 @@ class _Parked:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """Plan ``automation_id`` up to ``scheduled_for``; its instants up to ``overlapped_until`` overlapped
-    (``None``: it changed while parked, so the ordinary rules judge every instant)."""
+    """Plan ``automation_id`` up to ``scheduled_for``: its instants up to ``seen_busy_at`` overlapped (the
+    planner bounds that by the automation's last change when ``version`` is no longer its version)."""
 
     automation_id: str
     scheduled_for: datetime
-    overlapped_until: datetime | None
+    seen_busy_at: datetime
+    version: int
 
 
 class ParkedOverlaps:
@@ -100,16 +102,19 @@ class ParkedOverlaps:
             if parked is not None:
                 parked.seen_busy_at = max(parked.seen_busy_at, instant)
 
-    def release(self, versions: dict[str, int]) -> list[Release]:
-        """Unpark the automations of ``versions`` (id → its current version; an id the store no longer
-        has is simply dropped by the caller passing nothing for it: see :meth:`drop`)."""
+    def release(self, automation_ids: Iterable[str]) -> list[Release]:
+        """Unpark these (their runs have ended), each with what was kept of it."""
         released = []
-        for automation_id, version in versions.items():
+        for automation_id in automation_ids:
             parked = self._parked.pop(automation_id, None)
             if parked is not None:
-                until = parked.seen_busy_at if parked.version == version else None
-                released.append(Release(automation_id, parked.scheduled_for, until))
+                released.append(Release(automation_id, parked.scheduled_for, parked.seen_busy_at, parked.version))
         return released
+
+    def restore(self, releases: Iterable[Release]) -> None:
+        """Park again what a release that failed had taken (its plan did not commit)."""
+        for r in releases:
+            self.park(r.automation_id, r.version, r.scheduled_for, r.seen_busy_at)
 
     def drop(self, automation_ids: list[str]) -> None:
         """Forget these (deleted, or no longer plannable: nothing of theirs waits to be written)."""

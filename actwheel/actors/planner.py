@@ -17,7 +17,7 @@ from typing import Any
 from actwheel.actors import queues
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
-from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps
+from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
 from actwheel.actors.plan_inputs import active_runs, owner_activity
 from actwheel.actors.planning import (
     ParsedSpecs,
@@ -163,13 +163,17 @@ class Planner(ConsumerActor):
             free = [i for i in latest if i not in busy]
             found = await tx.automations.get_many(free) if free else {}
         self.parked.seen_busy({i: at for i, at in latest.items() if i in busy})
-        self.parked.drop([i for i in free if i not in found])
-        releases = self.parked.release({i: found[i].version for i in free if i in found})
+        self.parked.drop([i for i in free if i not in found])  # deleted: its schedule went with it
+        releases = self.parked.release(i for i in free if i in found)
         if not releases:
             return 0
         items = [DueItem(automation_id=r.automation_id, scheduled_for=r.scheduled_for) for r in releases]
-        overlapped = {r.automation_id: r.overlapped_until for r in releases if r.overlapped_until is not None}
-        return await self.plan(items, overlapped=overlapped)
+        overlapped = {r.automation_id: _overlapped_until(r, found[r.automation_id]) for r in releases}
+        try:
+            return await self.plan(items, overlapped=overlapped)
+        except BaseException:
+            self.parked.restore(releases)  # nothing committed: they stay parked for the next check
+            raise
 
     # --- business events (event triggers) -----------------------------------------------
 
@@ -411,7 +415,7 @@ class Planner(ConsumerActor):
             inserted = await tx.runs.insert_many([run for p in winners for run in _runs_of(p)])
             await self._announce(tx, winners, inserted)
         self._observe(inserted)
-        self._park_again(winners, overlapped)
+        self._park_again(winners, overlapped, {i.automation_id: i.scheduled_for for i in items})
         by_id = {item.automation_id: item for item in items}
         lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
@@ -424,9 +428,12 @@ class Planner(ConsumerActor):
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: max(i.scheduled_for, now) if catch_up else i.scheduled_for for i in items}
         live = [a for a in automations if plannable(a, due_for[a.id])]
+        closing = [a for a in automations if a.id in overlapped and not plannable(a, due_for[a.id])
+                   and a.status is AutomationStatus.ACTIVE and a.next_run_at is not None
+                   and a.next_run_at <= overlapped[a.id]]
         busy = await active_runs(tx, live)
-        owners = await owner_activity(tx, {a.owner_id for a in live})
-        planned = []
+        owners = await owner_activity(tx, {a.owner_id for a in [*live, *closing]})
+        planned = [_Planned(a, self._closing_plan(a, overlapped[a.id], now, owners[a.owner_id])) for a in closing]
         for a in live:
             trigger, policy = self._parsed.get(a)
             plan = plan_instants(
@@ -437,7 +444,16 @@ class Planner(ConsumerActor):
                 planned.append(_Planned(a, plan))
         return planned
 
-    def _park_again(self, released: list[_Planned], overlapped: dict[str, datetime]) -> None:
+    def _closing_plan(self, automation: Automation, until: datetime, now: datetime, owner_active: bool) -> Plan:
+        """A released automation disabled while parked: its instants up to ``until`` (no later than the
+        disable) are recorded as they were, one SKIPPED(overlap) range, and nothing fires."""
+        trigger, policy = self._parsed.get(automation)
+        return plan_instants(trigger=trigger, cursor=automation.next_run_at,  # type: ignore[arg-type]
+                             scheduled_for=until, now=now, policy=policy, busy=1, owner_active=owner_active,
+                             overlapped_until=until)
+
+    def _park_again(self, released: list[_Planned], overlapped: dict[str, datetime],
+                    announced: dict[str, datetime]) -> None:
         """Committed releases that were overlapped and fired their next instant are parked again at once,
         seen busy at that instant: still overloaded, their next announcement is then kept without a
         plan of its own, and judged at the next check. One that was not overlapped has kept up with its
@@ -446,6 +462,10 @@ class Planner(ConsumerActor):
             until = overlapped.get(p.automation.id)
             instants = p.plan.instants
             if until is None or not instants or instants[0].skip_reason != "overlap" or instants[0].at > until:
+                continue
+            following = p.plan.new_next_run_at
+            if following is not None and following <= until:  # the cap cut the range: the rest at the next check
+                self.parked.park(p.automation.id, p.automation.version, announced[p.automation.id], until)
                 continue
             fired = [i.at for i in instants if i.skip_reason is None]
             if fired:
@@ -457,8 +477,9 @@ class Planner(ConsumerActor):
         was announced, and the database's clock (PostgreSQL's ``now()``) may run ahead of the ticker's,
         which would stretch the overlap past a run that had ended. A released one whose instants were
         all overlapped is written, not parked again: it is not busy (the caller checks)."""
+        last = plan.instants[-1].at if plan.instants else scheduled_for
         return (self._parking and overlap == "skip" and only_overlapped(plan)
-                and self.parked.park(automation.id, automation.version, scheduled_for, plan.instants[-1].at))
+                and self.parked.park(automation.id, automation.version, last, last))
 
     async def _announce(self, tx: Transaction, winners: list[_Planned], inserted: list[InsertedRun]) -> None:
         completed = [self._events.automation_gone(p.automation.id, "completed")
@@ -518,6 +539,18 @@ class Planner(ConsumerActor):
         if command.command == "delete":
             return await self._service.delete(caller, automation_id)
         return await self._service.run_now(caller, automation_id)
+
+
+def _overlapped_until(release: Release, automation: Automation) -> datetime:
+    """The instants a released automation is recorded overlapped up to: its last busy sighting; when it
+    was edited while parked, no later than the edit (its new state decides after it); when it was
+    disabled, every instant announced before the disable — it cannot fire any more, and a skip is what
+    those instants were or would have been by then (their run going, or this check not yet come)."""
+    if automation.version == release.version:
+        return release.seen_busy_at
+    if not automation.enabled:
+        return min(release.scheduled_for, automation.updated_at)
+    return min(release.seen_busy_at, automation.updated_at)
 
 
 def _runs_of(planned: _Planned) -> list[NewRun]:

@@ -73,7 +73,7 @@ def plan_instants(
     """
     instants, following = _instants(trigger, cursor, scheduled_for)
     overlapped: list[datetime] = []
-    if overlapped_until is not None and owner_active and policy.overlap != "allow":
+    if overlapped_until is not None and owner_active:  # overlapped under the policy of their time: skip
         overlapped = [at for at in instants if at <= overlapped_until]
         instants = instants[len(overlapped):]
     grace = timedelta(seconds=policy.grace_s)

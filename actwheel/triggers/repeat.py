@@ -194,13 +194,13 @@ class RepeatTrigger(Trigger):
         count = 0 if elapsed < _ZERO else elapsed // step + 1
         try:
             at = start + count * step
-        except OverflowError:  # past year 9999: the schedule has ended
+            if end is not None and at > end:
+                return None
+            if self.tz is _ZONE_UTC:  # a fixed offset: wall-time arithmetic from the anchor in the zone is exact
+                return _anchor_in_utc_zone(self.start) + count * step
+            return at.astimezone(self.tz)
+        except OverflowError:  # past year 9999 (or its wall time in the zone): the schedule has ended
             return None
-        if end is not None and at > end:
-            return None
-        if self.tz is _ZONE_UTC:  # a fixed offset: wall-time arithmetic from the anchor in the zone is exact
-            return _anchor_in_utc_zone(self.start) + count * step
-        return at.astimezone(self.tz)
 
     def next_fire_after(self, instant: datetime) -> Fire | None:
         """The first fire strictly after ``instant`` within ``start_date_time``..``end_date_time``.

@@ -47,3 +47,11 @@ def test_the_fast_path_refuses_a_naive_instant_like_the_fire_path() -> None:
                      "start_date_time": BASE.isoformat()})
     with pytest.raises(ValueError, match="timezone-aware"):
         trigger.next_after(datetime(2030, 1, 1))
+
+
+def test_the_fast_path_ends_at_year_9999_in_any_zone_like_the_fire_path() -> None:
+    trigger = parse({"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "HOURS",
+                     "start_date_time": "9999-12-31T00:00:00+00:00", "timezone": "Asia/Tokyo"})
+    probe = datetime(9999, 12, 31, 14, 30, tzinfo=UTC)
+    assert trigger.next_fire_after(probe) is None
+    assert trigger.next_after(probe) is None

@@ -14,8 +14,10 @@ import pytest
 
 from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
 from actwheel.actors.planner import Planner
+from actwheel.actors.planning import MAX_INSTANTS
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
+from actwheel.errors import StorageUnavailable
 from actwheel.messages import DueItem, RunsTransitioned
 from actwheel.run_context import SKIPPED_KEY, instants_of
 from actwheel.service import Caller
@@ -41,15 +43,17 @@ def test_park_absorb_and_release_keep_the_latest_instant_and_the_last_sighting()
     assert parked.to_check(everything=False) == {}
     assert parked.to_check(everything=True) == {"a1": T[3]}
     parked.seen_busy({"a1": T[2]})  # an older reading never moves the sighting back
-    assert parked.release({"a1": 3}) == [Release("a1", T[3], T[3])]
+    assert parked.release(["a1", "a2"]) == [Release("a1", T[3], T[3], 3)]
     assert len(parked) == 0
     assert "a1" not in parked
 
 
-def test_an_automation_changed_while_parked_is_released_without_the_overlap() -> None:
+def test_a_failed_release_is_parked_again_as_it_was() -> None:
     parked = ParkedOverlaps()
-    parked.park("a1", 3, T[1], T[1])
-    assert parked.release({"a1": 4}) == [Release("a1", T[1], None)]
+    parked.park("a1", 3, T[3], T[2])
+    released = parked.release(["a1"])
+    parked.restore(released)
+    assert parked.release(["a1"]) == released
 
 
 def test_parking_is_bounded() -> None:
@@ -196,27 +200,102 @@ async def test_a_lost_parking_leaves_every_instant_to_the_cursor(engine: Engine,
     assert _rows(runs)[1:] == [("PENDING", None, 1), ("SKIPPED", "overlap", 1), ("SKIPPED", "overlap", 1)]
 
 
-async def test_an_edit_while_parked_drops_the_overlap_record(engine: Engine, clock: VirtualClock) -> None:
+async def test_an_edit_while_parked_keeps_the_overlap_record_up_to_the_edit(
+        engine: Engine, clock: VirtualClock) -> None:
     automation_id = await _create(engine)
-    for at in T[1:3]:
-        await _announce(engine, clock, automation_id, at)
-    await engine.service.update(LOCAL, automation_id, {"name": "renamed"}, 1)
+    for at in T[1:4]:
+        await _announce(engine, clock, automation_id, at)  # T[2], T[3] parked
+    assert await _planner(engine).release_parked() == 0  # the check: busy after T[3]
+    clock.set(T[3] + timedelta(seconds=5))
+    await engine.service.update(LOCAL, automation_id, {"name": "renamed"}, 1)  # at T[3] + 5 s
     await _end(engine, (await _runs(engine, automation_id))[0])
-    clock.set(T[2] + timedelta(seconds=5))
-    await _planner(engine).release_parked()
+    clock.set(T[4])
+    assert await _announce(engine, clock, automation_id, T[4]) == 0  # absorbed
+    assert await _planner(engine).release_parked() == 1
     runs = await _runs(engine, automation_id)
-    assert _instants(runs) == T[1:3]
-    assert _rows(runs)[1] == ("PENDING", None, 1)  # judged by the ordinary rules: its run is over, it fires
+    assert _instants(runs) == T[1:5]
+    assert _rows(runs)[1:] == [("SKIPPED", "overlap", 2), ("PENDING", None, 1)]  # busy up to the edit, then fires
 
 
-async def test_a_disable_while_parked_writes_nothing_more(engine: Engine, clock: VirtualClock) -> None:
+async def test_an_edit_after_the_last_sighting_bounds_nothing_more(engine: Engine, clock: VirtualClock) -> None:
+    """The bound is the earlier of the sighting and the edit: a sighting before the edit stays the bound."""
     automation_id = await _create(engine)
-    for at in T[1:3]:
+    await _announce(engine, clock, automation_id, T[1])
+    await _announce(engine, clock, automation_id, T[2])  # parked, seen busy at T[2]
+    clock.set(T[2] + timedelta(seconds=30))
+    await engine.service.update(LOCAL, automation_id, {"policy": {"overlap": "allow", "grace_s": 3600}}, 1)
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    await _planner(engine).release_parked()
+    assert _rows(await _runs(engine, automation_id))[1:] == [("SKIPPED", "overlap", 1)]  # T[2]: skip at its time
+
+
+async def test_a_disable_while_parked_records_the_parked_instants_and_fires_nothing(
+        engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:4]:
         await _announce(engine, clock, automation_id, at)
+    clock.set(T[3] + timedelta(seconds=5))
     await engine.service.set_enabled(LOCAL, automation_id, False)  # cancels the PENDING run too
     await _planner(engine).release_parked()
-    assert _rows(await _runs(engine, automation_id)) == [("CANCELED", "automation_disabled", 1)]
+    runs = await _runs(engine, automation_id)
+    assert _rows(runs) == [("CANCELED", "automation_disabled", 1), ("SKIPPED", "overlap", 2)]
+    assert _instants(runs) == T[1:4]  # announced while it was enabled: recorded, none lost
     assert len(_planner(engine).parked) == 0
+    enabled, _ = await engine.service.set_enabled(LOCAL, automation_id, True)
+    assert enabled.next_run_at is not None
+    assert enabled.next_run_at > clock.now()  # enabling starts from now, as always
+
+
+async def test_a_delete_while_parked_drops_its_record(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:3]:
+        await _announce(engine, clock, automation_id, at)
+    await engine.service.delete(LOCAL, automation_id)
+    assert await _planner(engine).release_parked() == 0
+    assert len(_planner(engine).parked) == 0
+
+
+async def test_a_range_longer_than_the_cap_is_written_in_chunks_and_stays_parked_between(
+        engine: Engine, clock: VirtualClock) -> None:
+    automation = await engine.service.create(LOCAL, {
+        "trigger": {"type": "cron", "expression": "* * * * * ?", "timezone": "UTC"},
+        "action": {"type": "simple.op", "config": {"op": "log", "message": "hi"}},
+        "policy": {"overlap": "skip", "grace_s": 3600}})
+    second = [START + timedelta(seconds=k) for k in range(2600)]
+    await _announce(engine, clock, automation.id, second[1])  # fires
+    await _announce(engine, clock, automation.id, second[2])  # parked
+    await _announce(engine, clock, automation.id, second[2500])  # absorbed
+    assert await _planner(engine).release_parked() == 0  # still busy: seen busy after second[2500]
+    await _end(engine, (await _runs(engine, automation.id))[0])
+    for _ in range(3):
+        await _planner(engine).release_parked()
+    runs = await _runs(engine, automation.id)
+    assert [(r.reason, instants_of(r.context)) for r in runs[1:]] == [
+        ("overlap", MAX_INSTANTS), ("overlap", MAX_INSTANTS), ("overlap", 499)]
+    recorded = [r.scheduled_for + timedelta(seconds=k) for r in runs  # type: ignore[operator]
+                for k in range(instants_of(r.context))]
+    assert recorded == second[1:2501]
+    assert len(_planner(engine).parked) == 0
+
+
+async def test_a_release_that_fails_leaves_them_parked(engine: Engine, clock: VirtualClock,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:3]:
+        await _announce(engine, clock, automation_id, at)
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    planner = _planner(engine)
+
+    async def unavailable(*_args: object, **_kwargs: object) -> int:
+        raise StorageUnavailable("database", "test: down")
+
+    monkeypatch.setattr(planner, "plan", unavailable)
+    with pytest.raises(StorageUnavailable):
+        await planner.release_parked()
+    assert automation_id in planner.parked
+    monkeypatch.undo()
+    await planner.release_parked()
+    assert _instants(await _runs(engine, automation_id)) == T[1:3]
 
 
 async def test_allow_and_buffer_one_are_never_parked(engine: Engine, clock: VirtualClock) -> None:
