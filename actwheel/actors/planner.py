@@ -152,9 +152,11 @@ class Planner(ConsumerActor):
                 _log.warning("parked_check_failed", parked=len(self.parked), exc_info=True)
 
     async def release_parked(self, *, everything: bool = True) -> int:
-        """Ask which parked automations still have a run going (one query); mark those seen busy now and
-        plan the others from their cursors, their instants up to the last sighting one SKIPPED(overlap)
-        range. Returns how many runs were queued."""
+        """Ask which parked automations still have a run going (one read); mark those seen busy after the
+        latest instant announced to them, and plan the others from their cursors, their instants up to
+        the last sighting one SKIPPED(overlap) range. A plan that fails leaves them parked (what it
+        committed before failing, its cursors show: the next release finds those instants passed).
+        Returns how many runs were queued."""
         latest = self.parked.to_check(everything=everything)
         if not latest:
             return 0
