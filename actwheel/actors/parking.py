@@ -116,10 +116,5 @@ class ParkedOverlaps:
         for r in releases:
             self.park(r.automation_id, r.version, r.scheduled_for, r.seen_busy_at)
 
-    def drop(self, automation_ids: list[str]) -> None:
-        """Forget these (deleted, or no longer plannable: nothing of theirs waits to be written)."""
-        for automation_id in automation_ids:
-            self._parked.pop(automation_id, None)
-
     def clear(self) -> None:
         self._parked.clear()

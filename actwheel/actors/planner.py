@@ -162,17 +162,13 @@ class Planner(ConsumerActor):
             return 0
         async with self._store.transaction() as tx:
             busy = await tx.runs.active_automation_ids(list(latest))
-            free = [i for i in latest if i not in busy]
-            found = await tx.automations.get_many(free) if free else {}
         self.parked.seen_busy({i: at for i, at in latest.items() if i in busy})
-        self.parked.drop([i for i in free if i not in found])  # deleted: its schedule went with it
-        releases = self.parked.release(i for i in free if i in found)
+        releases = self.parked.release(i for i in latest if i not in busy)
         if not releases:
             return 0
         items = [DueItem(automation_id=r.automation_id, scheduled_for=r.scheduled_for) for r in releases]
-        overlapped = {r.automation_id: _overlapped_until(r, found[r.automation_id]) for r in releases}
-        try:
-            return await self.plan(items, overlapped=overlapped)
+        try:  # a deleted one plans nothing: its schedule went with it
+            return await self.plan(items, released={r.automation_id: r for r in releases})
         except BaseException:
             self.parked.restore(releases)  # nothing committed: they stay parked for the next check
             raise
@@ -385,18 +381,18 @@ class Planner(ConsumerActor):
             await self._recount  # one count at most: bounded by the store's own timeouts
 
     async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False,
-                   overlapped: dict[str, datetime] | None = None) -> int:
+                   released: dict[str, Release] | None = None) -> int:
         """Plan every item; returns how many runs were queued. Retries lost CAS rounds.
 
         ``catch_up``: plan each automation up to the transaction's now, not only to its item's instant
         (an announcement held by the backlog bound: the ones after it are stale by then).
-        ``overlapped``: released parked automations → their last busy sighting (``overlapped_until``)."""
+        ``released``: parked automations whose runs have ended, by id (:func:`_overlapped_until`)."""
         pending = latest_per_automation(items)
         queued = 0
         for _ in range(_CAS_ROUNDS):
             if not pending:
                 return queued
-            lost, fired = await self._plan_round(pending, catch_up, overlapped or {})
+            lost, fired = await self._plan_round(pending, catch_up, released or {})
             queued += fired
             pending = lost
         if pending:
@@ -405,10 +401,10 @@ class Planner(ConsumerActor):
         return queued
 
     async def _plan_round(self, items: list[DueItem], catch_up: bool,
-                          overlapped: dict[str, datetime]) -> tuple[list[DueItem], int]:
+                          released: dict[str, Release]) -> tuple[list[DueItem], int]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            planned = await self._plans(tx, items, now, catch_up, overlapped)
+            planned = await self._plans(tx, items, now, catch_up, released)
             advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,
                                       expected_next_run_at=p.automation.next_run_at,
                                       new_next_run_at=p.plan.new_next_run_at) for p in planned]
@@ -417,19 +413,20 @@ class Planner(ConsumerActor):
             inserted = await tx.runs.insert_many([run for p in winners for run in _runs_of(p)])
             await self._announce(tx, winners, inserted)
         self._observe(inserted)
-        self._park_again(winners, overlapped, {i.automation_id: i.scheduled_for for i in items})
+        self._park_again(winners, released, {i.automation_id: i.scheduled_for for i in items})
         by_id = {item.automation_id: item for item in items}
         lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
     async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime,
-                     catch_up: bool, overlapped: dict[str, datetime]) -> list[_Planned]:
+                     catch_up: bool, released: dict[str, Release]) -> list[_Planned]:
         """The plan of each plannable automation; a busy one whose plan is overlap skips only is parked
         instead (no plan: nothing is written and its cursor stays) when parking is on."""
         found = await tx.automations.get_many([i.automation_id for i in items])
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: max(i.scheduled_for, now) if catch_up else i.scheduled_for for i in items}
         live = [a for a in automations if plannable(a, due_for[a.id])]
+        overlapped = {a.id: _overlapped_until(released[a.id], a) for a in automations if a.id in released}
         closing = [a for a in automations if a.id in overlapped and not plannable(a, due_for[a.id])
                    and a.status is AutomationStatus.ACTIVE and a.next_run_at is not None
                    and a.next_run_at <= overlapped[a.id]]
@@ -454,14 +451,15 @@ class Planner(ConsumerActor):
                              scheduled_for=until, now=now, policy=policy, busy=1, owner_active=owner_active,
                              overlapped_until=until)
 
-    def _park_again(self, released: list[_Planned], overlapped: dict[str, datetime],
+    def _park_again(self, winners: list[_Planned], released: dict[str, Release],
                     announced: dict[str, datetime]) -> None:
         """Committed releases that were overlapped and fired their next instant are parked again at once,
         seen busy at that instant: still overloaded, their next announcement is then kept without a
         plan of its own, and judged at the next check. One that was not overlapped has kept up with its
         instants: it leaves parking (its next instants fire without waiting for a check)."""
-        for p in released:
-            until = overlapped.get(p.automation.id)
+        for p in winners:
+            release = released.get(p.automation.id)
+            until = None if release is None else _overlapped_until(release, p.automation)
             instants = p.plan.instants
             if until is None or not instants or instants[0].skip_reason != "overlap" or instants[0].at > until:
                 continue

@@ -121,3 +121,14 @@ def new_stack(kind: str, database_url: str, broker_url: str | None) -> Stack:
     topology = Topology.prefixed(prefix) if broker_url else Topology()
     return Stack(kind=kind, clock=clock, database_url=database_url, broker_url=broker_url, topology=topology,
                  prefix=prefix if broker_url else "")
+
+
+async def pass_time(stack: Stack, seconds: float) -> None:
+    """In half-second steps on the virtual clock (each instant announced in its own step)."""
+    if not isinstance(stack.clock, VirtualClock):
+        await asyncio.sleep(seconds)
+        return
+    while seconds > 0:
+        await stack.clock.advance_and_settle(min(0.5, seconds))
+        await asyncio.sleep(0.05)  # the database thread's work is not the loop's: let it land
+        seconds -= 0.5

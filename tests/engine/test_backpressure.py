@@ -10,10 +10,9 @@ from collections import Counter
 from datetime import UTC, timedelta
 
 import pytest
-from engine_harness import Stack
+from engine_harness import Stack, pass_time
 
 from actwheel.actors.planner import Planner
-from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.service import Caller
 from actwheel.storage.records import RunOutcome, RunStatus
@@ -21,17 +20,6 @@ from actwheel.storage.records import RunOutcome, RunStatus
 ALICE = Caller("alice")
 LOG_ACTION = {"type": "simple.op", "config": {"op": "log", "message": "hi"}}
 NO_ROUTER = ("ticker", "planner", "cdc", "auditor")
-
-
-async def pass_time(stack: Stack, seconds: float) -> None:
-    """In half-second steps on the virtual clock (each instant announced in its own step)."""
-    if not isinstance(stack.clock, VirtualClock):
-        await asyncio.sleep(seconds)
-        return
-    while seconds > 0:
-        await stack.clock.advance_and_settle(min(0.5, seconds))
-        await asyncio.sleep(0.05)  # the database thread's work is not the loop's: let it land
-        seconds -= 0.5
 
 
 async def create_every_second(stack: Stack, engine: Engine, count: int) -> None:

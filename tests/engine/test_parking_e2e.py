@@ -8,13 +8,11 @@ Services stack: RabbitMQ + PostgreSQL in real time.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 
-from engine_harness import Stack
+from engine_harness import Stack, pass_time
 
-from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.run_context import instants_of
 from actwheel.service import Caller
@@ -25,17 +23,6 @@ from tests.instants import recorded_instants
 ALICE = Caller("alice")
 SLOW = {"type": "simple.op", "config": {"op": "delay", "seconds": 3.5}}
 WINDOW_S = 11
-
-
-async def _pass(stack: Stack, seconds: float) -> None:
-    """Half-second steps on the virtual clock, letting the database thread's work land between them."""
-    if not isinstance(stack.clock, VirtualClock):
-        await asyncio.sleep(seconds)
-        return
-    while seconds > 0:
-        await stack.clock.advance_and_settle(min(0.5, seconds))
-        await asyncio.sleep(0.05)
-        seconds -= 0.5
 
 
 async def _runs(engine: Engine, automation_id: str) -> list[Run]:
@@ -62,12 +49,12 @@ async def test_a_slow_skip_automation_records_its_busy_instants_as_ranges(stack:
                    "start_date_time": start.isoformat()}
         automation = await engine.service.create(ALICE, {"name": "slow", "trigger": trigger, "action": SLOW,
                                                          "policy": {"overlap": "skip", "grace_s": 30}})
-        await _pass(stack, 2 + WINDOW_S)
+        await pass_time(stack, 2 + WINDOW_S)
         runs = await _runs(engine, automation.id)
         for _ in range(100):  # on a slow box the first runs may still be going: wait for two
             if sum(1 for r in runs if r.status is RunStatus.SUCCEEDED) >= 2:
                 break
-            await _pass(stack, 0.5)
+            await pass_time(stack, 0.5)
             runs = await _runs(engine, automation.id)
 
     expected = preview(trigger, after=start - timedelta(microseconds=1), count=WINDOW_S + 200)

@@ -61,7 +61,7 @@ def test_parking_is_bounded() -> None:
     assert parked.park("a1", 1, T[1], T[1])
     assert not parked.park("a2", 1, T[1], T[1])  # full: planned row by row instead
     assert parked.park("a1", 1, T[2], T[2])  # one already parked is still kept up to date
-    parked.drop(["a1"])
+    parked.release(["a1"])
     assert parked.park("a2", 1, T[1], T[1])
 
 
