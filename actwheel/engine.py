@@ -222,6 +222,9 @@ class Engine:
             "cdc": self._relay, "auditor": self._auditor, "metrics": self._sampler,
         }
         actors = {role: builders[role]() for role in s.roles}
+        ticker, planner = actors.get("ticker"), actors.get("planner")
+        if isinstance(ticker, WheelTicker) and isinstance(planner, Planner):
+            ticker.keep = planner.keep_announced  # parked automations' instants stay in this process
         if "recovery" in s.roles:  # history is swept by the instances that sweep leases (one at a time: a lease)
             actors["retention"] = self._retention()
         return actors

@@ -41,6 +41,7 @@ class _Parked:
     version: int
     scheduled_for: datetime  # the latest instant announced
     seen_busy_at: datetime  # a run of it was seen going after this instant had been announced
+    ranged: bool = False  # parked again after a release that wrote a range and fired nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,9 @@ class Release:
     scheduled_for: datetime
     seen_busy_at: datetime
     version: int
+    #: Its previous release wrote a range and fired nothing (its run had ended between two instants): the
+    #: instant this release fires is no sign that it keeps up with its schedule.
+    ranged: bool = False
 
 
 class ParkedOverlaps:
@@ -65,18 +69,21 @@ class ParkedOverlaps:
     def __contains__(self, automation_id: object) -> bool:
         return automation_id in self._parked
 
-    def park(self, automation_id: str, version: int, scheduled_for: datetime, seen_busy_at: datetime) -> bool:
+    def park(self, automation_id: str, version: int, scheduled_for: datetime, seen_busy_at: datetime, *,
+             ranged: bool = False) -> bool:
         """Park it (its plan up to ``scheduled_for`` was overlap skips only, a run seen going at
-        ``seen_busy_at``); ``False`` when full (plan it row by row instead)."""
+        ``seen_busy_at``; ``ranged``: see :attr:`Release.ranged`); ``False`` when full (plan it row by
+        row instead)."""
         parked = self._parked.get(automation_id)
         if parked is None:
             if len(self._parked) >= self._capacity:
                 return False
-            self._parked[automation_id] = _Parked(version, scheduled_for, seen_busy_at)
+            self._parked[automation_id] = _Parked(version, scheduled_for, seen_busy_at, ranged)
             return True
         parked.version = version
         parked.scheduled_for = max(parked.scheduled_for, scheduled_for)
         parked.seen_busy_at = max(parked.seen_busy_at, seen_busy_at)
+        parked.ranged = parked.ranged or ranged
         return True
 
     def absorb(self, automation_id: str, scheduled_for: datetime) -> bool:
@@ -108,13 +115,14 @@ class ParkedOverlaps:
         for automation_id in automation_ids:
             parked = self._parked.pop(automation_id, None)
             if parked is not None:
-                released.append(Release(automation_id, parked.scheduled_for, parked.seen_busy_at, parked.version))
+                released.append(Release(automation_id, parked.scheduled_for, parked.seen_busy_at, parked.version,
+                                        parked.ranged))
         return released
 
     def restore(self, releases: Iterable[Release]) -> None:
         """Park again what a release that failed had taken (its plan did not commit)."""
         for r in releases:
-            self.park(r.automation_id, r.version, r.scheduled_for, r.seen_busy_at)
+            self.park(r.automation_id, r.version, r.scheduled_for, r.seen_busy_at, ranged=r.ranged)
 
     def clear(self) -> None:
         self._parked.clear()

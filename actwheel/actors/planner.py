@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from actwheel.actors import queues
+from actwheel.actors.base import ActorState
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
 from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
@@ -134,6 +135,14 @@ class Planner(ConsumerActor):
                 await self._bind_event_patterns()
 
     # --- parked overlaps ------------------------------------------------------------------
+
+    def keep_announced(self, automation_id: str, scheduled_for: datetime) -> bool:
+        """This instance's ticker, before announcing ``scheduled_for``: ``True`` when the automation is
+        parked here and the instant is kept with it (judged at the next check, as an announcement of it
+        would be), so that nothing is announced. Only while this planner is ready: a stopping or
+        restarting one would not check (the ticker then announces, and whichever planner gets it plans
+        it, or keeps it with its own parking)."""
+        return self.state is ActorState.READY and self.parked.absorb(automation_id, scheduled_for)
 
     async def _check_parked_overlaps(self) -> None:
         """Every :data:`PARK_CHECK_S`, release what is parked and no longer busy (every parked one each
@@ -453,23 +462,33 @@ class Planner(ConsumerActor):
 
     def _park_again(self, winners: list[_Planned], released: dict[str, Release],
                     announced: dict[str, datetime]) -> None:
-        """Committed releases that were overlapped and fired their next instant are parked again at once,
-        seen busy at that instant: still overloaded, their next announcement is then kept without a
-        plan of its own, and judged at the next check. One that was not overlapped has kept up with its
-        instants: it leaves parking (its next instants fire without waiting for a check)."""
+        """Committed releases that are still behind their schedule stay parked, so that their next
+        announcement is kept without a plan of its own and judged at the next check:
+
+        - one that was overlapped and fired its next instant, seen busy at that instant;
+        - one that was overlapped and fired nothing (its run ended between two instants): seen busy at
+          what was announced (nothing after it is overlapped), marked ``ranged``;
+        - a ``ranged`` one that fired: the instant it fired waited for no run, which says nothing of
+          whether its runs keep up with its instants.
+
+        One that was not overlapped otherwise has kept up with its instants: it leaves parking (its next
+        instants fire on their announcement, without waiting for a check)."""
         for p in winners:
             release = released.get(p.automation.id)
-            until = None if release is None else _overlapped_until(release, p.automation)
             instants = p.plan.instants
-            if until is None or not instants or instants[0].skip_reason != "overlap" or instants[0].at > until:
+            if release is None or not instants or not p.automation.enabled or p.plan.new_next_run_at is None:
                 continue
-            following = p.plan.new_next_run_at
-            if following is not None and following <= until:  # the cap cut the range: the rest at the next check
-                self.parked.park(p.automation.id, p.automation.version, announced[p.automation.id], until)
-                continue
+            automation_id, version = p.automation.id, p.automation.version
+            until = _overlapped_until(release, p.automation)
+            overlapped = instants[0].skip_reason == "overlap" and instants[0].at <= until
             fired = [i.at for i in instants if i.skip_reason is None]
-            if fired:
-                self.parked.park(p.automation.id, p.automation.version, fired[-1], fired[-1])
+            if overlapped and p.plan.new_next_run_at <= until:  # the cap cut the range: the rest at the next check
+                self.parked.park(automation_id, version, announced[automation_id], until)
+            elif fired and (overlapped or release.ranged):
+                self.parked.park(automation_id, version, fired[-1], fired[-1])
+            elif overlapped:
+                self.parked.park(automation_id, version, announced[automation_id], announced[automation_id],
+                                 ranged=True)
 
     def _parks(self, automation: Automation, plan: Plan, overlap: str, scheduled_for: datetime) -> bool:
         """Park busy ``automation`` rather than write ``plan`` (overlap skips only). It is recorded seen

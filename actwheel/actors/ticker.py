@@ -10,6 +10,12 @@ compare-and-set on the cursor makes a duplicate or stale announcement
 harmless. Automations whose ``next_run_at`` is already past (misfires after
 downtime) come due at once; the planner applies their misfire policy.
 
+An instant of an automation this instance's planner has *parked* (busy, ``overlap: skip``; see
+:mod:`actwheel.actors.parking`) is handed to that planner in memory (``keep``) instead of being
+announced: under overload that is most of the instants, and an announcement of each cost the
+ticker, the bus and the planner's intake about what executing a run does. Speed only: the cursor
+in the database is the truth, and a planner that does not keep an instant gets it announced.
+
 Transient automations (``durable: false``) have no row: their timers come
 from this instance's ``transients`` (loaded at every refill and reloaded when
 the registry tells of a change), share the wheel, and when due they are handed
@@ -42,7 +48,7 @@ from actwheel.transient import is_transient_id
 from actwheel.triggers import Trigger, parse
 from actwheel.wheel import TimingWheel
 
-__all__ = ["ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelTicker", "scheduled_of"]
+__all__ = ["Keep", "ScheduleSource", "ScheduledAutomation", "TransientSchedule", "WheelTicker", "scheduled_of"]
 
 _log = get_logger("actwheel.ticker")
 _MAX_BATCH = 2_000
@@ -137,6 +143,13 @@ class _Timer:
 
 
 Publish = Callable[[AutomationsDue], Awaitable[None]]
+#: ``keep(automation_id, instant)``: ``True`` when this instance's planner has the automation parked and
+#: keeps the instant (it is then not announced), ``False`` when it should be announced.
+Keep = Callable[[str, datetime], bool]
+
+
+def _keeps_nothing(_automation_id: str, _instant: datetime) -> bool:
+    return False
 
 
 class WheelTicker(Actor):
@@ -154,8 +167,10 @@ class WheelTicker(Actor):
         on_wheel_size: Callable[[int], None] | None = None,
         changes: Callable[[Callable[[AutomationChanged], Awaitable[None]]], Awaitable[Any]] | None = None,
         transients: TransientSchedule | None = None,
+        keep: Keep = _keeps_nothing,
     ) -> None:
         super().__init__()
+        self.keep = keep
         self._source = source
         self._publish = publish
         self._clock = clock
@@ -221,8 +236,10 @@ class WheelTicker(Actor):
         self._changed_in_tick.clear()
         due = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
         fired = [t for t in due if not t.transient]
-        for start in range(0, len(fired), _MAX_BATCH):
-            batch = fired[start : start + _MAX_BATCH]
+        keep = self.keep
+        announced = [t for t in fired if not keep(t.automation_id, t.scheduled_for)]
+        for start in range(0, len(announced), _MAX_BATCH):
+            batch = announced[start : start + _MAX_BATCH]
             await self._publish(AutomationsDue(items=tuple(
                 DueItem(automation_id=t.automation_id, scheduled_for=t.scheduled_for) for t in batch)))
         self._hand_over_transients([t for t in due if t.transient])

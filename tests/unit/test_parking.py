@@ -152,7 +152,30 @@ async def test_busy_instants_are_parked_then_written_as_one_range_when_the_run_e
     assert await _skipped_events(engine) == [{"run_id": runs[1].id, "instants": 3, "skipped_through": T[4].isoformat(),
                                               "scheduled_for": T[2].isoformat()}]
     assert await _cursor(engine, automation_id) == T[5]
-    assert automation_id not in _planner(engine).parked
+    assert automation_id in _planner(engine).parked  # its run outlasted its instants: it stays parked
+
+
+async def test_after_a_range_alone_the_next_instant_waits_for_the_check_then_the_automation_leaves_parking(
+        engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    for at in T[1:4]:
+        await _announce(engine, clock, automation_id, at)
+    assert await _planner(engine).release_parked() == 0  # busy: seen busy after T[3]
+    await _end(engine, (await _runs(engine, automation_id))[0])
+    assert await _planner(engine).release_parked() == 0  # T[2..3] one range, nothing fires
+    assert automation_id in _planner(engine).parked
+
+    assert await _announce(engine, clock, automation_id, T[4]) == 0  # kept, no plan of its own
+    assert await _planner(engine).release_parked(everything=False) == 1  # not busy: T[4] fires at the check
+    runs = await _runs(engine, automation_id)
+    assert _rows(runs)[2:] == [("PENDING", None, 1)]
+    assert automation_id in _planner(engine).parked  # an instant with no run before it says nothing of keeping up
+
+    await _end(engine, runs[2])
+    await _announce(engine, clock, automation_id, T[5])
+    assert await _planner(engine).release_parked(everything=False) == 1  # T[4]'s run ended before T[5]
+    assert automation_id not in _planner(engine).parked  # it keeps up: its next instants fire when announced
+    assert _instants(await _runs(engine, automation_id)) == T[1:6]
 
 
 async def test_an_instant_after_the_last_busy_sighting_fires_on_release(engine: Engine, clock: VirtualClock) -> None:
@@ -275,7 +298,7 @@ async def test_a_range_longer_than_the_cap_is_written_in_chunks_and_stays_parked
     recorded = [r.scheduled_for + timedelta(seconds=k) for r in runs  # type: ignore[operator]
                 for k in range(instants_of(r.context))]
     assert recorded == second[1:2501]
-    assert len(_planner(engine).parked) == 0
+    assert automation.id in _planner(engine).parked  # the last chunk fired nothing: parked until its next instant
 
 
 async def test_a_release_that_fails_leaves_them_parked(engine: Engine, clock: VirtualClock,
