@@ -15,6 +15,7 @@ import pytest
 from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
 from actwheel.actors.planner import Planner
 from actwheel.actors.planning import MAX_INSTANTS
+from actwheel.actors.ticker import WheelTicker
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.errors import StorageUnavailable
@@ -389,3 +390,20 @@ async def test_a_busy_automation_is_parked_even_while_the_backlog_holds_announce
         assert planner.held == 0  # parked, not held
     finally:
         await engine.store.stop()
+
+
+async def test_this_instances_ticker_hands_a_parked_instant_to_its_planner_while_the_planner_is_ready(
+        engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    planner, ticker = _planner(engine), engine.actors["ticker"]
+    assert isinstance(ticker, WheelTicker)
+    assert ticker.keep == planner.keep_announced  # the engine wires its own planner in
+    await _announce(engine, clock, automation_id, T[1])  # fires
+    await _announce(engine, clock, automation_id, T[2])  # parked
+    assert not planner.keep_announced(automation_id, T[3])  # not started: the ticker announces it
+    planner.mark_ready()
+    assert planner.keep_announced(automation_id, T[3])  # kept with its parking: judged at the next check
+    assert not planner.keep_announced("another", T[3])  # not parked here: announced
+    assert planner.parked.to_check(everything=False) == {automation_id: T[3]}
+    planner.request_stop()
+    assert not planner.keep_announced(automation_id, T[4])  # a stopping planner checks no more: announced

@@ -425,3 +425,25 @@ async def test_a_timer_a_refill_loads_already_due_fires_at_the_next_tick_at_once
     source.add("late", T0 + timedelta(seconds=40))  # not in the wheel: stored after the start's load
     await h.at(T0 + timedelta(seconds=50))  # half the horizon is left: this tick refills, then fires it
     assert h.items() == [("late", T0 + timedelta(seconds=40))]
+
+
+async def test_an_instant_the_planner_keeps_is_not_announced_and_its_timer_goes_on(start: Start) -> None:
+    source = Source()
+    source.add("parked", T0 + timedelta(minutes=1))
+    source.add("free", T0 + timedelta(minutes=1))
+    kept: list[tuple[str, datetime]] = []
+
+    def keep(automation_id: str, instant: datetime) -> bool:
+        if automation_id != "parked":
+            return False
+        kept.append((automation_id, instant))
+        return True
+
+    h = await start(source, keep=keep)
+    await h.at(T0 + timedelta(minutes=1))
+    await h.at(T0 + timedelta(minutes=2))
+    assert h.items() == [("free", T0 + timedelta(minutes=1)), ("free", T0 + timedelta(minutes=2))]
+    assert kept == [("parked", T0 + timedelta(minutes=1)), ("parked", T0 + timedelta(minutes=2))]
+    h.ticker.keep = lambda _a, _i: False  # the planner no longer keeps it (released, or not ready): announced
+    await h.at(T0 + timedelta(minutes=3))
+    assert sorted(h.items()[2:]) == [("free", T0 + timedelta(minutes=3)), ("parked", T0 + timedelta(minutes=3))]
