@@ -10,7 +10,9 @@ still going (an instant, never a clock reading: instances' and the database's cl
 its run has ended (:meth:`ParkedOverlaps.to_check`, then :meth:`ParkedOverlaps.release`), the
 planner plans from the cursor as usual with ``overlapped_until`` = that last sighting: every
 instant up to it becomes ONE SKIPPED(overlap) row, a range, and the ones after it are judged by the
-ordinary rules (the first fires).
+ordinary rules (the first fires). This instance's ticker does not announce a parked automation's
+instants: it hands them to the planner (``Planner.keep_announced``), which keeps them here as it
+would an announcement.
 
 Speed only (invariant 5's "removable"): the truth is the cursor in the database. Losing this
 memory (a crash, a restart, another instance planning the automation) loses no instant: the cursor
