@@ -1,6 +1,8 @@
 """Three ``actwheel run`` processes on RabbitMQ + PostgreSQL: every scheduled instant of every
 automation ends as exactly one run or one recorded SKIPPED, although one instance is SIGKILLed and
-restarted twice while 500 automations fire every second — with partition leases and without.
+restarted twice while 500 automations fire every second — with partition leases and without, and
+with runs that outlast two instants (``overlap: skip``: parked overlaps, the kills landing while
+instants wait in the planners' memory).
 
 The expected instants come from the trigger itself (:func:`actwheel.triggers.preview`), so a
 missing instant is caught too (the unique key already makes a duplicate row impossible).
@@ -39,6 +41,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.rabbitmq]
 WINDOW_S = int(os.environ.get("ACTWHEEL_MULTI_INSTANCE_S", "24"))
 AUTOMATIONS = int(os.environ.get("ACTWHEEL_MULTI_INSTANCE_N", "500"))
 ACTION = {"type": "simple.op", "config": {"op": "set_variable", "name": "x", "value": 1}}
+#: A run that outlasts two instants: with the default ``overlap: skip`` every automation is parked most
+#: of the time, so the kills land while instants wait in the planners' memory (and its tickers' hand-over).
+SLOW_ACTION = {"type": "simple.op", "config": {"op": "delay", "seconds": 2.5}}
 SETTLED = ("SUCCEEDED", "SKIPPED")
 
 
@@ -51,8 +56,8 @@ def _expected(trigger: dict[str, Any], first: datetime) -> list[datetime]:
     return preview(trigger, after=first - timedelta(microseconds=1), count=WINDOW_S + 10)
 
 
-async def _create_automations(database: str, start: datetime,
-                              end: datetime) -> dict[str, tuple[dict[str, Any], datetime]]:
+async def _create_automations(database: str, start: datetime, end: datetime,
+                              action: dict[str, Any]) -> dict[str, tuple[dict[str, Any], datetime]]:
     """Create the automations; returns each one's trigger and first instant (``next_run_at`` at creation:
     on a loaded machine the last ones may be created after ``start``, and then begin later)."""
     clock = SystemClock()
@@ -64,7 +69,7 @@ async def _create_automations(database: str, start: datetime,
         triggers = {}
         for i in range(AUTOMATIONS):
             trigger = _trigger(start, end)
-            automation = await service.create(Caller("load"), {"name": f"a{i}", "trigger": trigger, "action": ACTION})
+            automation = await service.create(Caller("load"), {"name": f"a{i}", "trigger": trigger, "action": action})
             assert automation.next_run_at is not None
             triggers[automation.id] = (trigger, automation.next_run_at)
         return triggers
@@ -127,13 +132,16 @@ def _check(triggers: dict[str, tuple[dict[str, Any], datetime]], rows: list[asyn
     statuses: Counter[tuple[str, str | None]] = Counter()
     for r in rows:  # instants, not rows: a SKIPPED(overlap) range stands for several
         statuses[(r["status"], r["reason"])] += instants_of(orjson.loads(r["context"]))
+    ranges = sum(1 for r in rows if instants_of(orjson.loads(r["context"])) > 1)
     return {"expected": expected_total, "missing": missing, "extra": extra, "duplicates": duplicates,
-            "statuses": statuses, "retried": sum(1 for r in rows if r["attempt"] > 1),
+            "statuses": statuses, "retried": sum(1 for r in rows if r["attempt"] > 1), "ranges": ranges,
             "missing_examples": examples[:10]}
 
 
-@pytest.mark.parametrize("leases", [True, False], ids=["partition-leases", "no-partition-leases"])
-async def test_three_instances_fire_every_instant_exactly_once_through_kills(tmp_path: Path, leases: bool) -> None:
+@pytest.mark.parametrize(("leases", "action"), [(True, ACTION), (False, ACTION), (True, SLOW_ACTION)],
+                         ids=["partition-leases", "no-partition-leases", "parked-overlaps"])
+async def test_three_instances_fire_every_instant_exactly_once_through_kills(
+        tmp_path: Path, leases: bool, action: dict[str, Any]) -> None:
     async with isolated_postgres_url() as database, fresh_vhost(rabbitmq_url()) as broker:
         env = {"ACTWHEEL_LEASE_S": "5"}
         procs = [EngineProcess(f"node-{i}", database=database, broker=broker, log_dir=tmp_path,
@@ -141,7 +149,7 @@ async def test_three_instances_fire_every_instant_exactly_once_through_kills(tmp
         async with engine_processes(procs):
             start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5 + AUTOMATIONS // 100)
             end = start + timedelta(seconds=WINDOW_S - 1)
-            triggers = await _create_automations(database, start, end)
+            triggers = await _create_automations(database, start, end, action)
             conn = await asyncpg.connect(database)
             try:
                 probe = Probe(conn)
@@ -162,3 +170,5 @@ async def test_three_instances_fire_every_instant_exactly_once_through_kills(tmp
         assert report["duplicates"] == 0, report
         assert sum(report["statuses"].values()) == report["expected"] >= AUTOMATIONS * (WINDOW_S - 5)
         assert {status for status, _ in report["statuses"]} <= set(SETTLED), report["statuses"]
+        if action is SLOW_ACTION:  # the kills did land on parked automations: their instants became ranges
+            assert report["ranges"] > 0, report
