@@ -57,9 +57,10 @@ class _QuartzSchedule:
     """Quartz semantics: exact in the zone (``dst: quartz``) or as pure wall times."""
 
     dialect = "quartz"
-    __slots__ = ("fixed_time", "parsed")
+    __slots__ = ("fixed_time", "parsed", "text")
 
-    def __init__(self, parsed: QuartzExpression) -> None:
+    def __init__(self, text: str, parsed: QuartzExpression) -> None:
+        self.text = text  # the key of _compiled(), which returned ``parsed``
         self.parsed = parsed
         # cron has no seconds field: judge a Quartz job by its minute and hour, as cron would
         self.fixed_time = not is_wildcard_job(parsed.fields[MINUTE], parsed.fields[HOUR])
@@ -78,7 +79,7 @@ class _QuartzSchedule:
 
     def _evaluate(self, zone: ZoneInfo | None, after_seconds: int) -> int | None:
         try:
-            return next_fire_seconds(self.parsed, zone, after_seconds)
+            return _next_seconds(self.text, zone, after_seconds)
         except QuartzLoops:
             raise InvalidTrigger("expression.day_of_month", self.parsed.fields[3],
                                  "an 'L-n' offset that stays inside every month the schedule reaches; "
@@ -217,8 +218,9 @@ class CronTrigger(Trigger):
 def _parse_expression(value: Any) -> _Schedule:
     if not isinstance(value, str) or not value.strip():
         raise InvalidTrigger("expression", value, _EXPECTED_EXPRESSION)
-    compiled = _compiled(value if type(value) is str else str(value))
-    return _UnixSchedule(compiled) if isinstance(compiled, UnixCron) else _QuartzSchedule(compiled)
+    text = value if type(value) is str else str(value)
+    compiled = _compiled(text)
+    return _UnixSchedule(compiled) if isinstance(compiled, UnixCron) else _QuartzSchedule(text, compiled)
 
 
 #: Distinct expression texts whose parse is kept (speed only: most automations share a few texts).
@@ -240,6 +242,25 @@ def _compiled(expression: str) -> QuartzExpression | UnixCron:
     if count >= 6:  # like Quartz, ignore anything after the year field
         return parse_quartz(expression)
     raise InvalidTrigger("expression", expression, _EXPECTED_EXPRESSION + f"; got {count} fields")
+
+
+#: Quartz evaluations kept (speed only): a batch of creates, or every automation firing at one instant
+#: with one expression, asks for the same next fire from the same second.
+QUARTZ_FIRES_MAX = 4096
+
+
+@lru_cache(maxsize=QUARTZ_FIRES_MAX)
+def _next_seconds(text: str, zone: ZoneInfo | None, after_seconds: int) -> int | None:
+    """:func:`next_fire_seconds` of the Quartz expression ``text`` (see :func:`_compiled`).
+
+    A pure function of its arguments: the parse depends on the text alone, and a ``ZoneInfo`` is
+    keyed by identity (an object built with ``no_cache`` is another key, never a wrong answer).
+    ``QuartzLoops`` is raised again each time (``lru_cache`` keeps no exception).
+    """
+    compiled = _compiled(text)
+    if not isinstance(compiled, QuartzExpression):  # a 5-field text is never a _QuartzSchedule's
+        raise TypeError(f"not a Quartz expression: {text!r}")
+    return next_fire_seconds(compiled, zone, after_seconds)
 
 
 def _bound(spec: Mapping[str, Any], name: str) -> datetime | None:

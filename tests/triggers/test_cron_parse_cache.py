@@ -1,4 +1,4 @@
-"""The cron trigger's parse cache (issue 15, round 3): one parse per expression text, shared safely.
+"""The cron trigger's parse cache (issue 15, round 3) and its evaluation memo (round 6), shared safely.
 
 The cache is keyed by the expression's exact text; everything else a trigger depends on (zone, DST
 policy, bounds) is parsed apart each time. These tests fail if the cache leaked a zone, a policy, a
@@ -122,3 +122,52 @@ def test_the_cache_is_bounded() -> None:
     info = cron_module._compiled.cache_info()
     assert info.maxsize == cron_module.COMPILED_EXPRESSIONS_MAX
     assert info.currsize == cron_module.COMPILED_EXPRESSIONS_MAX < 60 * 24 * 4
+
+
+# --- the evaluation memo (round 6): one Quartz walk per (text, zone, second) -----------------------
+
+def _fresh_fires(expression: str, **extra: Any) -> list[str]:
+    """The fires with both caches emptied first."""
+    cron_module._compiled.cache_clear()
+    cron_module._next_seconds.cache_clear()
+    return _fires(_cron(expression, **extra))
+
+
+@pytest.mark.parametrize("extra", [{}, {"timezone": "America/New_York"}, {"timezone": "Asia/Kolkata"},
+                                   {"timezone": "America/New_York", "dst": "quartz"},
+                                   {"timezone": "Europe/London", "dst": "quartz"}])
+def test_a_remembered_fire_is_the_fire_of_its_own_zone_and_policy(extra: dict[str, Any]) -> None:
+    expression = "0 30 2 * * ?"  # inside New York's spring-forward gap on 2026-03-08
+    for other in ({}, {"timezone": "America/New_York"}, {"timezone": "Asia/Kolkata", "dst": "quartz"}):
+        _fires(_cron(expression, **other))  # fill the memo with other zones' and policies' walks
+    assert _fires(_cron(expression, **extra)) == _fresh_fires(expression, **extra)
+
+
+def test_the_memo_answers_a_repeated_question_without_a_walk() -> None:
+    cron_module._next_seconds.cache_clear()
+    trigger = _cron("0 0 3 * * ?", timezone="Europe/Paris", dst="quartz")
+    first = [trigger.next_after(AFTER) for _ in range(100)]
+    info = cron_module._next_seconds.cache_info()
+    assert info.misses == 1
+    assert info.hits == 99
+    assert len(set(first)) == 1
+
+
+def test_an_expression_quartz_cannot_finish_is_refused_every_time() -> None:
+    trigger = _cron("0 0 0 L-28W 1 ?", dst="quartz")
+    for _ in range(3):  # QuartzLoops is never remembered as an answer
+        with pytest.raises(InvalidTrigger) as caught:
+            trigger.next_after(datetime(2026, 1, 10, tzinfo=UTC))
+        assert caught.value.field == "expression.day_of_month"
+
+
+def test_the_memo_is_bounded() -> None:
+    cron_module._next_seconds.cache_clear()
+    trigger = _cron("* * * * * ?")
+    at = AFTER
+    for _ in range(cron_module.QUARTZ_FIRES_MAX + 100):
+        fire = trigger.next_after(at)
+        assert fire is not None
+        at = fire
+    info = cron_module._next_seconds.cache_info()
+    assert info.maxsize == info.currsize == cron_module.QUARTZ_FIRES_MAX
