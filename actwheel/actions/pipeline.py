@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from actwheel.actions.abac import AccessRequest, PolicyRules, resource_of
 from actwheel.actions.base import (
     ActionContext,
@@ -36,6 +34,7 @@ from actwheel.actions.base import (
 )
 from actwheel.actions.registry import ActionRegistry
 from actwheel.actions.secrets import mask_secrets
+from actwheel.actions.valid_configs import ValidConfigs
 from actwheel.clock import Clock
 from actwheel.errors import FieldError, InvalidAction, NotAvailable
 from actwheel.metrics import Metrics
@@ -114,7 +113,7 @@ class DispatchPipeline:
         self._rules = rules or PolicyRules()
         self._per_type_limit = per_type_limit
         self._limits: dict[str, asyncio.Semaphore] = {}
-        self._valid_configs = _ValidConfigs()
+        self._valid_configs = ValidConfigs()
 
     async def dispatch(self, request: DispatchRequest) -> DispatchOutcome:
         """Run ``request`` through the pipeline. Never raises for bad input or a failing executor."""
@@ -246,35 +245,6 @@ class DispatchPipeline:
         if outcome.status == "DEAD":
             self._metrics.action_dead_letter.labels("compensation_failed").inc()
         return outcome
-
-
-class _ValidConfigs:
-    """Remembers configs that passed validation (a run of an automation repeats its config every time).
-
-    Speed only: only successes are remembered, so removing this cache changes no outcome.
-    Validation is a pure function of the definition and the config because the registries a
-    definition's ``check``/``schema`` consult (functions, channels, action types) only ever
-    grow: a config valid once stays valid. Keyed by the definition object itself (held, so its
-    identity cannot be reused). Bounded; cleared when full.
-    """
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self._capacity = capacity
-        self._valid: set[tuple[ActionDefinition, bytes]] = set()
-
-    def errors(self, definition: ActionDefinition, config: Mapping[str, Any]) -> list[FieldError]:
-        try:
-            key = (definition, orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
-        except TypeError:  # not JSON (cannot come from storage or the bus): validate every time
-            return definition.validate(config)
-        if key in self._valid:
-            return []
-        errors = definition.validate(config)
-        if not errors:
-            if len(self._valid) >= self._capacity:
-                self._valid.clear()
-            self._valid.add(key)
-        return errors
 
 
 def _actions_within(definition: ActionDefinition, config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
+from actwheel.actions.valid_configs import ValidConfigs
 from actwheel.clock import Clock
 from actwheel.errors import FieldError, InvalidInput, InvalidTrigger
 from actwheel.policy import Policy
@@ -63,6 +64,7 @@ class SpecParser:
     def __init__(self, registry: ActionRegistry, clock: Clock) -> None:
         self._registry = registry
         self._clock = clock
+        self._valid_configs = ValidConfigs()  # a batch of creates often repeats one config
 
     def parse(self, payload: Mapping[str, Any], *, check_ended: bool = True) -> AutomationSpec:
         """:raises InvalidInput: listing every bad field with its value"""
@@ -119,7 +121,7 @@ class SpecParser:
             errors.extend(FieldError(f"action.{e.field}", e.value, e.expected) for e in exc.errors)
             return str(kind), dict(config)
         errors.extend(FieldError(f"action.config.{e.field}".rstrip("."), e.value, e.expected)
-                      for e in definition.validate(config))
+                      for e in self._valid_configs.errors(definition, config))
         return definition.type, dict(config)
 
 
