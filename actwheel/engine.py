@@ -8,7 +8,7 @@ last down; actors stop intake first).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import datetime
 from typing import Any
@@ -36,12 +36,12 @@ from actwheel.actors.transient import TransientTimers
 from actwheel.auth.authenticator import Authenticator
 from actwheel.auth.bootstrap import ensure_admin
 from actwheel.auth.insecure import NoAuthentication
+from actwheel.batching import GroupCommitter
 from actwheel.bus import open_bus
 from actwheel.bus.base import Bus, Delivery, Subscription
 from actwheel.bus.envelope import Envelope
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology
 from actwheel.clock import Clock, SystemClock
-from actwheel.errors import NotFound
 from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, StepProgressed, message_from_data
@@ -366,6 +366,7 @@ class _StoreSchedule:
     def __init__(self, store: Store, page: int = 5_000) -> None:
         self._store = store
         self._page = page
+        self._reads: GroupCommitter[str, ScheduledAutomation | None] = GroupCommitter(self._read_scheduled)
 
     async def due_before(self, before: datetime, partitions: frozenset[int] | None) -> list[ScheduledAutomation]:
         found: list[ScheduledAutomation] = []
@@ -382,10 +383,12 @@ class _StoreSchedule:
             after_id = page[-1].id
 
     async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
-        try:
-            async with self._store.transaction() as tx:
-                automation = await tx.automations.get(automation_id)
-        except NotFound:
-            return None
-        return scheduled_of(automation)
+        """The automation's row as the ticker loads it, or None if it is gone. Concurrent reads (the
+        change feed is consumed 64 at a time) share one transaction and one statement."""
+        return await self._reads.submit(automation_id)
+
+    async def _read_scheduled(self, automation_ids: Sequence[str]) -> list[ScheduledAutomation | None]:
+        async with self._store.transaction() as tx:
+            found = await tx.automations.get_many(automation_ids)
+        return [scheduled_of(found[i]) if i in found else None for i in automation_ids]
 

@@ -1,0 +1,84 @@
+"""The ticker's reads of changed automations (issue 15, round 6): concurrent reads share one statement.
+
+The change feed is consumed 64 at a time; each change used to be its own transaction and ``get``.
+Now the reads in flight together are one ``get_many`` in one transaction, and each caller still gets
+its own automation's row (or None for one that is gone). Real SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actwheel.clock import VirtualClock
+from actwheel.engine import _StoreSchedule
+from actwheel.storage import open_store
+from actwheel.storage.base import Store
+from actwheel.storage.records import NewAutomation
+
+T0 = datetime(2026, 12, 3, 6, 0, tzinfo=UTC)
+EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?"}
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = open_store(f"sqlite:///{tmp_path / 'reads.db'}", clock=VirtualClock(T0))
+    await store.start()
+    yield store
+    await store.stop()
+
+
+async def _create(store: Store, count: int) -> list[str]:
+    async with store.transaction() as tx:
+        created = await tx.automations.create_many([
+            NewAutomation(owner_id="alice", name=f"a{i}", trigger=EVERY_MINUTE, action_type="simple.op",
+                          next_run_at=datetime(2026, 12, 3, 6, 1 + i, tzinfo=UTC)) for i in range(count)])
+    return [a.id for a in created]
+
+
+def _spy(store_repository: type, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for name in ("get", "get_many"):
+        original = getattr(store_repository, name)
+
+        async def spy(self: Any, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            counts[_name] += 1
+            return await _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(store_repository, name, spy)
+    return counts
+
+
+async def test_concurrent_reads_are_one_statement_and_each_gets_its_own_row(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = await _create(store, 50)
+    async with store.transaction() as tx:
+        await tx.automations.delete(ids[7])
+        counts = _spy(type(tx.automations), monkeypatch)
+    source = _StoreSchedule(store)
+    rows = await asyncio.gather(*(source.get_scheduled(i) for i in [*ids, ids[3], "aut_missing"]))
+    assert counts["get"] == 0
+    assert 1 <= counts["get_many"] <= 2  # the first read goes alone, the rest wait for it together
+    assert [r.id if r is not None else None for r in rows[:50]] == [None if i == 7 else ids[i] for i in range(50)]
+    assert rows[50] is not None
+    assert rows[50].id == ids[3]
+    assert rows[51] is None
+    assert rows[10] is not None
+    assert rows[10].next_run_at == datetime(2026, 12, 3, 6, 11, tzinfo=UTC)
+
+
+async def test_a_lone_read_is_answered_at_once_with_the_latest_row(store: Store) -> None:
+    [automation_id] = await _create(store, 1)
+    source = _StoreSchedule(store)
+    first = await source.get_scheduled(automation_id)
+    async with store.transaction() as tx:
+        await tx.automations.delete(automation_id)
+    assert first is not None
+    assert first.id == automation_id
+    assert await source.get_scheduled(automation_id) is None  # nothing remembered: read again
