@@ -42,6 +42,7 @@ from actwheel.bus.base import Bus, Delivery, Subscription
 from actwheel.bus.envelope import Envelope
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology
 from actwheel.clock import Clock, SystemClock
+from actwheel.errors import InvalidInput, NotFound
 from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import AutomationChanged, AutomationsDue, StepProgressed, message_from_data
@@ -388,7 +389,17 @@ class _StoreSchedule:
         return await self._reads.submit(automation_id)
 
     async def _read_scheduled(self, automation_ids: Sequence[str]) -> list[ScheduledAutomation | None]:
-        async with self._store.transaction() as tx:
-            found = await tx.automations.get_many(automation_ids)
+        try:
+            async with self._store.transaction() as tx:
+                found = await tx.automations.get_many(automation_ids)
+        except InvalidInput:  # an id the store refuses (a malformed change): each read alone, so it fails alone
+            return [await self._read_one(i) for i in automation_ids]
         return [scheduled_of(found[i]) if i in found else None for i in automation_ids]
+
+    async def _read_one(self, automation_id: str) -> ScheduledAutomation | None:
+        try:
+            async with self._store.transaction() as tx:
+                return scheduled_of(await tx.automations.get(automation_id))
+        except (NotFound, InvalidInput):
+            return None
 

@@ -82,3 +82,11 @@ async def test_a_lone_read_is_answered_at_once_with_the_latest_row(store: Store)
     assert first is not None
     assert first.id == automation_id
     assert await source.get_scheduled(automation_id) is None  # nothing remembered: read again
+
+
+async def test_an_id_the_store_refuses_fails_alone(store: Store) -> None:
+    ids = await _create(store, 3)
+    source = _StoreSchedule(store)
+    rows = await asyncio.gather(*(source.get_scheduled(i) for i in [ids[0], "x" * 100_000, ids[1], ids[2]]))
+    assert rows[1] is None  # longer than any stored text: get_many refuses the batch, each is read alone
+    assert [r.id for r in rows if r is not None] == [ids[0], ids[1], ids[2]]
