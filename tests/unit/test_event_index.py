@@ -19,6 +19,7 @@ from actwheel.engine import Engine
 from actwheel.messages import AutomationChanged
 from actwheel.settings import Settings
 from actwheel.storage.records import AutomationChanges, NewAutomation
+from tests.spies import count_calls
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 ORDERS = {"type": "event", "routing_key": "orders.*.created"}
@@ -43,16 +44,7 @@ async def reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Counter[str]
     """How often the automation reads the index may use were called (a spy on the store's repository class)."""
     async with engine.store.transaction() as tx:
         repository = type(tx.automations)
-    counts: Counter[str] = Counter()
-    for name in ("query", "event_automations", "get_many"):
-        original = getattr(repository, name)
-
-        async def spy(self: Any, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
-            counts[_name] += 1
-            return await _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(repository, name, spy)
-    return counts
+    return count_calls(repository, ("query", "event_automations", "get_many"), monkeypatch)
 
 
 def _planner(engine: Engine) -> Planner:

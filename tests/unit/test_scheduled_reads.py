@@ -8,11 +8,9 @@ its own automation's row (or None for one that is gone). Real SQLite.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +19,7 @@ from actwheel.engine import _StoreSchedule
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewAutomation
+from tests.spies import count_calls
 
 T0 = datetime(2026, 12, 3, 6, 0, tzinfo=UTC)
 EVERY_MINUTE = {"type": "cron", "expression": "0 * * * * ?"}
@@ -42,25 +41,12 @@ async def _create(store: Store, count: int) -> list[str]:
     return [a.id for a in created]
 
 
-def _spy(store_repository: type, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for name in ("get", "get_many"):
-        original = getattr(store_repository, name)
-
-        async def spy(self: Any, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
-            counts[_name] += 1
-            return await _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(store_repository, name, spy)
-    return counts
-
-
 async def test_concurrent_reads_are_one_statement_and_each_gets_its_own_row(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     ids = await _create(store, 50)
     async with store.transaction() as tx:
         await tx.automations.delete(ids[7])
-        counts = _spy(type(tx.automations), monkeypatch)
+        counts = count_calls(type(tx.automations), ("get", "get_many"), monkeypatch)
     source = _StoreSchedule(store)
     rows = await asyncio.gather(*(source.get_scheduled(i) for i in [*ids, ids[3], "aut_missing"]))
     assert counts["get"] == 0
