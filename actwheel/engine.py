@@ -100,6 +100,7 @@ class Engine:
         self.control = self._control_plane()
         self.service = self.control.automations
         self._prefix = queue_prefix
+        self._schedule: _StoreSchedule | None = None  # the ticker's reads, when this instance ticks
         self.pipeline = DispatchPipeline(self.registry, make_context=self._make_context, clock=self.clock,
                                          metrics=self.metrics, rules=policy_rules_from_env())
         self.actors: dict[str, Actor] = self._build_actors()
@@ -134,6 +135,8 @@ class Engine:
             await self.bus.start()
             stack.push_async_callback(_shielded(self.bus.stop))
             await self._declare_role_queues()
+            if self._schedule is not None:  # after the ticker stops, before the store does
+                stack.push_async_callback(self._schedule.close)
             stack.push_async_callback(_shielded(self.supervisor.stop))  # before start: a timeout stops the actors
             await self.supervisor.start(ready_timeout_s=ready_timeout_s)
             self._stack = stack.pop_all()
@@ -237,7 +240,8 @@ class Engine:
         assert self.transients is not None
         transients = TransientTimers(registry=self.transients, store=self.store, events=self.events,
                                      metrics=self.metrics)
-        ticker = WheelTicker(source=_StoreSchedule(self.store), publish=self._publish_due, clock=self.clock,
+        self._schedule = _StoreSchedule(self.store)
+        ticker = WheelTicker(source=self._schedule, publish=self._publish_due, clock=self.clock,
                              horizon_s=s.horizon_s, partitions=leases,
                              on_wheel_size=self.metrics.wheel_size.set, changes=self._subscribe_changes,
                              transients=transients)
@@ -361,13 +365,18 @@ def _shielded(teardown: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable
     return run
 
 
+_READS_DRAIN_S = 5.0
+#: One read's outcome inside a batch: the row, None (gone), or the error that is that read's alone.
+_Read = ScheduledAutomation | None | ValueError
+
+
 class _StoreSchedule:
     """The ticker's view of storage."""
 
     def __init__(self, store: Store, page: int = 5_000) -> None:
         self._store = store
         self._page = page
-        self._reads: GroupCommitter[str, ScheduledAutomation | None] = GroupCommitter(self._read_scheduled)
+        self._reads: GroupCommitter[str, _Read] = GroupCommitter(self._read_scheduled)
 
     async def due_before(self, before: datetime, partitions: frozenset[int] | None) -> list[ScheduledAutomation]:
         found: list[ScheduledAutomation] = []
@@ -386,20 +395,34 @@ class _StoreSchedule:
     async def get_scheduled(self, automation_id: str) -> ScheduledAutomation | None:
         """The automation's row as the ticker loads it, or None if it is gone. Concurrent reads (the
         change feed is consumed 64 at a time) share one transaction and one statement."""
-        return await self._reads.submit(automation_id)
+        read = await self._reads.submit(automation_id)
+        if isinstance(read, Exception):
+            raise read
+        return read
 
-    async def _read_scheduled(self, automation_ids: Sequence[str]) -> list[ScheduledAutomation | None]:
+    async def _read_scheduled(self, automation_ids: Sequence[str]) -> list[_Read]:
         try:
             async with self._store.transaction() as tx:
                 found = await tx.automations.get_many(automation_ids)
-        except InvalidInput:  # an id the store refuses (a malformed change): each read alone, so it fails alone
-            return [await self._read_one(i) for i in automation_ids]
+        except ValueError:  # an id the store refuses (InvalidInput) or a row it cannot decode: each read
+            return [await self._read_one(i) for i in automation_ids]  # alone, so only its own fails
         return [scheduled_of(found[i]) if i in found else None for i in automation_ids]
 
-    async def _read_one(self, automation_id: str) -> ScheduledAutomation | None:
+    async def close(self) -> None:
+        """Let the reads in flight finish (at engine stop, before the store closes). A read after
+        this starts a new batcher, so a restarted engine batches again."""
+        reads, self._reads = self._reads, GroupCommitter(self._read_scheduled)
+        try:
+            await asyncio.wait_for(reads.close(), timeout=_READS_DRAIN_S)
+        except TimeoutError:  # a database that does not answer must not hold the stop up: the reads fail
+            _log.warning("ticker_reads_not_drained", timeout_s=_READS_DRAIN_S)
+
+    async def _read_one(self, automation_id: str) -> _Read:
         try:
             async with self._store.transaction() as tx:
                 return scheduled_of(await tx.automations.get(automation_id))
         except (NotFound, InvalidInput):
             return None
+        except ValueError as exc:  # its row cannot be decoded: this read fails, the batch's others do not
+            return exc
 

@@ -8,14 +8,17 @@ its own automation's row (or None for one that is gone). Real SQLite.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from actwheel.actors.ticker import ScheduledAutomation
 from actwheel.clock import VirtualClock
 from actwheel.engine import _StoreSchedule
+from actwheel.errors import StorageUnavailable
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewAutomation
@@ -76,3 +79,49 @@ async def test_an_id_the_store_refuses_fails_alone(store: Store) -> None:
     rows = await asyncio.gather(*(source.get_scheduled(i) for i in [ids[0], "x" * 100_000, ids[1], ids[2]]))
     assert rows[1] is None  # longer than any stored text: get_many refuses the batch, each is read alone
     assert [r.id for r in rows if r is not None] == [ids[0], ids[1], ids[2]]
+
+
+async def test_a_row_that_cannot_be_decoded_fails_only_its_own_read(store: Store, tmp_path: Path) -> None:
+    ids = await _create(store, 3)
+    with sqlite3.connect(tmp_path / "reads.db") as raw:  # a row written by something that is not actwheel
+        raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute("UPDATE automation_state SET status = 'BOGUS' WHERE automation_id = ?", (ids[1],))
+    source = _StoreSchedule(store)
+    rows = await asyncio.gather(*(source.get_scheduled(i) for i in ids), return_exceptions=True)
+    assert isinstance(rows[1], ValueError)
+    assert [r.id for r in (rows[0], rows[2]) if isinstance(r, ScheduledAutomation)] == [ids[0], ids[2]]
+
+
+async def test_a_cancelled_reader_leaves_the_others_their_rows(store: Store) -> None:
+    ids = await _create(store, 4)
+    source = _StoreSchedule(store)
+    tasks = [asyncio.create_task(source.get_scheduled(i)) for i in ids]
+    await asyncio.sleep(0)  # every read is queued; the first batch is in flight
+    tasks[2].cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[2], asyncio.CancelledError)
+    assert [r.id for r in done if isinstance(r, ScheduledAutomation)] == [ids[0], ids[1], ids[3]]
+
+
+async def test_every_read_on_a_store_that_is_down_fails_loudly(store: Store) -> None:
+    ids = await _create(store, 3)
+    source = _StoreSchedule(store)
+    await store.stop()
+    failed = await asyncio.gather(*(source.get_scheduled(i) for i in [*ids, "aut_missing"]), return_exceptions=True)
+    assert [type(f) for f in failed] == [StorageUnavailable] * 4  # not None ("gone"): the ticker must not cancel
+
+
+async def test_close_lets_the_reads_in_flight_finish_and_later_reads_still_batch(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = await _create(store, 10)
+    source = _StoreSchedule(store)
+    pending = [asyncio.create_task(source.get_scheduled(i)) for i in ids]
+    await asyncio.sleep(0)
+    await source.close()
+    assert all(t.done() for t in pending)
+    assert [t.result().id for t in pending if t.result() is not None] == ids
+    async with store.transaction() as tx:
+        counts = count_calls(type(tx.automations), ("get", "get_many"), monkeypatch)
+    await asyncio.gather(*(source.get_scheduled(i) for i in ids))
+    assert counts["get"] == 0
+    assert counts["get_many"] <= 2  # batched again, not one read per id

@@ -8,13 +8,14 @@ to another definition or another config, or the create path stopped naming a bad
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
+import orjson
 import pytest
 
 from actwheel.actions.base import ActionDefinition
 from actwheel.actions.defaults import default_registry
-from actwheel.actions.valid_configs import ValidConfigs
+from actwheel.actions.valid_configs import REMEMBERED_BYTES_MAX, ValidConfigs
 from actwheel.clock import VirtualClock
 from actwheel.errors import FieldError, InvalidInput
 from actwheel.service.payload import SpecParser
@@ -62,6 +63,45 @@ def test_a_config_that_is_not_json_is_validated_every_time(monkeypatch: pytest.M
     memo.errors(definition, config)
     memo.errors(definition, config)
     assert counting.calls == 2
+
+
+class _Tags(ActionDefinition):
+    """A schema that tells a list from a tuple and a text from a datetime, as JSON Schema does."""
+
+    type = "test.tags"
+    display_name = "Tags"
+    description = "Tags and a due text."
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object", "properties": {"tags": {"type": "array"}, "due": {"type": "string"}}}
+
+    async def execute(self, ctx: Any, config: Any) -> Any:
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(("valid", "lookalike", "field"), [
+    ({"tags": ["a", "b"]}, {"tags": ("a", "b")}, "tags"),
+    ({"due": "2026-12-03T06:00:00+00:00"}, {"due": datetime(2026, 12, 3, 6, tzinfo=UTC)}, "due"),
+])
+def test_a_config_with_the_same_json_as_a_valid_one_is_still_validated_on_its_own(
+        valid: dict[str, Any], lookalike: dict[str, Any], field: str) -> None:
+    assert orjson.dumps(valid) == orjson.dumps(lookalike)  # the key alone would conflate them
+    definition, memo = _Tags(), ValidConfigs()
+    assert memo.errors(definition, valid) == []
+    assert [e.field for e in memo.errors(definition, lookalike)] == [field]
+    assert [e.field for e in memo.errors(definition, lookalike)] == [field]
+    assert memo.errors(definition, valid) == []
+
+
+def test_a_large_config_is_validated_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    definition = default_registry().get("simple.op")
+    counting, memo = _Counting(definition, monkeypatch), ValidConfigs()
+    large = {**GOOD, "value": "x" * REMEMBERED_BYTES_MAX}
+    assert [memo.errors(definition, large) for _ in range(3)] == [[]] * 3
+    assert counting.calls == 3
+    assert len(memo._valid) == 0
+    small = {**GOOD, "value": "x" * (REMEMBERED_BYTES_MAX // 2)}
+    assert [memo.errors(definition, small) for _ in range(3)] == [[]] * 3
+    assert counting.calls == 4
 
 
 def test_the_memo_is_bounded() -> None:
