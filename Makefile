@@ -33,8 +33,11 @@ services:
 services-stop:
 	ops/dev-services stop
 
+# Two phases: every test that does not restart the shared services runs on two xdist workers (each
+# test has its own schema, queue prefix and ports); the `restart` ones then run alone, one at a time.
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 -m "not restart"
+	$(BIN)/pytest -q -m restart
 
 bench: $(STAMP)
 	$(BIN)/python bench/wheel.py

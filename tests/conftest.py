@@ -5,13 +5,16 @@
 
 Tests marked ``restart`` stop and restart the shared dev RabbitMQ and PostgreSQL, so they run
 after every other test whatever their file names: a test sharing those services must never see
-them go down under it. The sort is stable, so the order within each group is unchanged.
+them go down under it. The sort is stable, so the order within each group is unchanged. Under
+pytest-xdist (``make pytest`` runs the others on two workers) a selected ``restart`` test is refused:
+it would take the services down under the other worker's tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import warnings
 from collections.abc import Iterator
 
@@ -22,6 +25,9 @@ from pytest_asyncio import is_async_test
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("restart") is not None)
+    if os.environ.get("PYTEST_XDIST_WORKER") and any(item.get_closest_marker("restart") for item in items):
+        raise pytest.UsageError('tests marked "restart" restart the shared services: run them without -n '
+                                '(make pytest runs -n 2 -m "not restart", then -m restart alone)')
 
 
 @pytest.hookimpl(tryfirst=True)
