@@ -23,6 +23,7 @@ import structlog
 from pytest_asyncio import is_async_test
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` has deselected: the guard sees only what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("restart") is not None)
     if os.environ.get("PYTEST_XDIST_WORKER") and any(item.get_closest_marker("restart") for item in items):
