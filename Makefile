@@ -37,7 +37,7 @@ services-stop:
 # test has its own schema, queue prefix and ports); the `restart` ones then run alone, one at a time.
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m "not restart"
-	$(BIN)/pytest -q -m restart
+	$(BIN)/pytest -q -m restart || [ $$? -eq 5 ]  # 5: none selected
 
 bench: $(STAMP)
 	$(BIN)/python bench/wheel.py

@@ -23,12 +23,8 @@ import structlog
 from pytest_asyncio import is_async_test
 
 
-@pytest.hookimpl(trylast=True)  # after ``-m`` has deselected: the guard sees only what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("restart") is not None)
-    if os.environ.get("PYTEST_XDIST_WORKER") and any(item.get_closest_marker("restart") for item in items):
-        raise pytest.UsageError('tests marked "restart" restart the shared services: run them without -n '
-                                '(make pytest runs -n 2 -m "not restart", then -m restart alone)')
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -39,7 +35,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     garbage collector reports it and its self-pipe sockets later, in whichever test is running then:
     ``ResourceWarning: unclosed event loop`` / ``unclosed <socket.socket ... family=1 ...>``, an error
     under filterwarnings. https://github.com/pytest-dev/pytest-asyncio/issues/724, fixed upstream in
-    1.4.0a2 (pytest-dev/pytest-asyncio#1430); pytest-asyncio's next async test would close it anyway."""
+    1.4.0a2 (pytest-dev/pytest-asyncio#1430); pytest-asyncio's next async test would close it anyway.
+
+    First, a ``restart`` test under an xdist worker fails with the reason (see the module's docstring)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and item.get_closest_marker("restart") is not None:
+        pytest.fail('tests marked "restart" restart the shared services: run them without -n '
+                    '(make pytest runs -n 2 -m "not restart", then -m restart alone)', pytrace=False)
     if is_async_test(item):
         return
     with warnings.catch_warnings():

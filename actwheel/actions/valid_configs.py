@@ -46,7 +46,7 @@ class ValidConfigs:
         if key in self._valid:
             return []
         errors = definition.validate(config)
-        if not errors and len(blob) <= REMEMBERED_BYTES_MAX:
+        if not errors:
             if len(self._valid) >= self._capacity:
                 self._valid.clear()
             self._valid.add(key)
@@ -54,9 +54,13 @@ class ValidConfigs:
 
 
 def _plain_json(config: Mapping[str, Any]) -> bytes | None:
-    """The config's canonical JSON when reading it back gives the config itself, else None."""
+    """The config's canonical JSON when it is small enough to remember and reading it back gives the
+    config itself, else None. An ``IntEnum``/``StrEnum`` member reads back equal to its value and so
+    shares its key: JSON Schema and every ``check`` here treat them alike."""
     try:
         blob = orjson.dumps(config, option=orjson.OPT_SORT_KEYS)
     except TypeError:
+        return None
+    if len(blob) > REMEMBERED_BYTES_MAX:  # never remembered: no read-back for it
         return None
     return blob if orjson.loads(blob) == config else None
