@@ -244,13 +244,13 @@ class Engine:
         ticker = WheelTicker(source=self._schedule, publish=self._publish_due, clock=self.clock,
                              horizon_s=s.horizon_s, partitions=leases,
                              on_wheel_size=self.metrics.wheel_size.set, changes=self._subscribe_changes,
-                             transients=transients)
+                             transients=transients, lead_s=s.fire_ahead_s)
         return ticker
 
     def _planner(self) -> Actor:
         return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
                        metrics=self.metrics, queue_prefix=self._prefix, backlog_limit=self.settings.plan_backlog,
-                       parking=self.settings.plan_parking)
+                       parking=self.settings.plan_parking and not self.settings.fire_ahead_s)
 
     def _router(self) -> Actor:
         s = self.settings

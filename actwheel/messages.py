@@ -150,20 +150,33 @@ def _due_item(item: Any, where: str) -> DueItem:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunsReady(Message):
-    """These runs were committed PENDING and may be claimed (routing key ``run.ready``)."""
+    """These runs were committed PENDING and may be claimed (routing key ``run.ready``).
+
+    ``not_before``: runs planned ahead of their instant (fire-ahead) may not be claimed before it; the
+    router waits for it. Absent (``None``) for runs that may start now; the key is then left out.
+    """
 
     TYPE: ClassVar[str] = "run.ready"
     run_ids: tuple[str, ...]
+    not_before: datetime | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"run_ids": list(self.run_ids)}
+        if self.not_before is not None:
+            data["not_before"] = self.not_before.isoformat()
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunsReady:
+        raw = data.get("not_before")
+        not_before = None if raw is None else parse_instant(raw, "data.not_before")
         if "run_id" in data:
-            return cls(run_ids=(_str(data, "run_id"),))
+            return cls(run_ids=(_str(data, "run_id"),), not_before=not_before)
         ids = _list(data, "run_ids")
         for i, run_id in enumerate(ids):
             if not isinstance(run_id, str) or not run_id:
                 raise InvalidMessage(f"data.run_ids[{i}]", run_id, "a non-empty string")
-        return cls(run_ids=tuple(ids))
+        return cls(run_ids=tuple(ids), not_before=not_before)
 
 
 #: Entries per batched lifecycle message (``runs.transitioned``, ``actions.completed``).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "DRY_RUN_KEY", "OWNER_KEY", "RESERVED_PREFIX",
+__all__ = ["CANCELED_DELETED", "CANCELED_DISABLED", "CANCELED_UPDATED", "DRY_RUN_KEY", "OWNER_KEY", "RESERVED_PREFIX",
            "SKIPPED_KEY", "TRANSIENT_KEY", "acting_agent", "instants_of", "owner_snapshot", "skipped_range"]
 
 #: Every engine-owned context key starts with this; a request's own context may not use it.
@@ -31,6 +31,9 @@ DRY_RUN_KEY: Final = "$dry_run"
 #: (on the run row), used for transient ones' rows and for every ``run.canceled`` event alike.
 CANCELED_DISABLED: Final = "automation_disabled"
 CANCELED_DELETED: Final = "automation_deleted"
+#: The reason of a run planned ahead of its instant (fire-ahead) that an edit withdrew before it started: the
+#: instant is planned again from the edited automation (the withdrawn row's dedupe key is ``withdrawn:<id>``).
+CANCELED_UPDATED: Final = "automation_updated"
 
 
 def owner_snapshot(owner_id: str, scopes: Iterable[str], agent_id: str | None = None) -> dict[str, Any]:

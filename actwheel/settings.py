@@ -11,14 +11,17 @@ from pathlib import Path
 
 from actwheel.errors import InvalidInput
 
-__all__ = ["ADMIN_KEY_FILE", "ALL_ROLES", "DEFAULT_DATABASE_URL", "MCP_RUN_NOW_MODES", "Settings", "instance_id",
-           "is_loopback"]
+__all__ = ["ADMIN_KEY_FILE", "ALL_ROLES", "DEFAULT_DATABASE_URL", "MAX_FIRE_AHEAD_S", "MCP_RUN_NOW_MODES", "Settings",
+           "instance_id", "is_loopback"]
 
 #: The bootstrap admin's key file name (the key alone, one line, mode 0600).
 ADMIN_KEY_FILE = "actwheel-admin.key"
 
 DEFAULT_DATABASE_URL = "sqlite:///actwheel.db"
 ALL_ROLES: tuple[str, ...] = ("ticker", "planner", "router", "recovery", "cdc", "auditor", "metrics")
+#: The longest fire-ahead lead window (``ACTWHEEL_FIRE_AHEAD_S``): a run planned further ahead would hold
+#: a router's delivery (and its snapshot) for longer than planning a burst takes.
+MAX_FIRE_AHEAD_S = 5.0
 #: The values of ``ACTWHEEL_MCP_RUN_NOW`` (see :attr:`Settings.mcp_run_now`).
 MCP_RUN_NOW_MODES: tuple[str, ...] = ("auto", "elicit", "token", "deny")
 
@@ -88,6 +91,11 @@ class Settings:
     #: the planner's memory and are written as ONE SKIPPED(overlap) range when its run ends, instead of a row
     #: each (speed only: the cursor is the truth; see docs/design.md, invariant 8).
     plan_parking: bool = True
+    #: Fire-ahead (``ACTWHEEL_FIRE_AHEAD_S``, 0 = off, at most 5): a stored automation's instant is announced
+    #: and planned this long before it, its run committed PENDING with ``not_before`` = the instant, and the
+    #: router starts it at the instant. On, it switches parked overlaps off (each instant's overlap is judged
+    #: when its run is claimed, at the instant). docs/design.md, "Fire-ahead".
+    fire_ahead_s: float = 0.0
     #: How long finished runs (with their audit rows), published outbox rows, dead letters and idempotency
     #: keys are kept (``ACTWHEEL_RETENTION_S``, 30 days): the recovery role's retention sweeper removes them
     #: afterwards. An ad hoc request's idempotency key is honoured for this long (docs/storage.md, "Retention").
@@ -132,6 +140,7 @@ class Settings:
             "lease_s": _float(env, "ACTWHEEL_LEASE_S", 30.0),
             "plan_backlog": int(_float(env, "ACTWHEEL_PLAN_BACKLOG", 5_000)),
             "plan_parking": _flag(env, "ACTWHEEL_PLAN_PARKING", True),
+            "fire_ahead_s": _float(env, "ACTWHEEL_FIRE_AHEAD_S", 0.0),
             "retention_s": _float(env, "ACTWHEEL_RETENTION_S", 30 * 86_400.0),
             "retention_sweep_s": _float(env, "ACTWHEEL_RETENTION_SWEEP_S", 300.0),
             "partition_leases": _flag(env, "ACTWHEEL_PARTITION_LEASES", True),
@@ -170,6 +179,9 @@ class Settings:
                 raise InvalidInput(name, value, "a finite number of seconds > 0")
         if not (0 <= self.amqp_heartbeat_s < 65535) or self.amqp_heartbeat_s != int(self.amqp_heartbeat_s):
             raise InvalidInput("amqp_heartbeat_s", self.amqp_heartbeat_s, "whole seconds from 0 (off) to 65534")
+        if not (math.isfinite(self.fire_ahead_s) and 0 <= self.fire_ahead_s <= MAX_FIRE_AHEAD_S):
+            raise InvalidInput("ACTWHEEL_FIRE_AHEAD_S", self.fire_ahead_s,
+                               f"0 (off) to {MAX_FIRE_AHEAD_S:g} seconds")
         if not 0 <= self.plan_backlog <= 100_000:
             raise InvalidInput("ACTWHEEL_PLAN_BACKLOG", self.plan_backlog, "0 (off) to 100000 runs")
         self._validate_stream()

@@ -145,6 +145,10 @@ async def fresh_database(kind: str) -> AsyncIterator[str]:
         await conn.close()
 
 
+#: ``--fire-ahead S``: the engines' lead window (ACTWHEEL_FIRE_AHEAD_S; empty: off, the default).
+FIRE_AHEAD_S: list[float] = []
+
+
 def build_engine(kind: str, database_url: str, key_folder: Path) -> Engine:
     """The engine of one run. The bootstrap admin's key goes into ``key_folder`` (a temporary one): on
     PostgreSQL, :meth:`Settings.admin_key_path` would otherwise put it in the working directory."""
@@ -154,7 +158,8 @@ def build_engine(kind: str, database_url: str, key_folder: Path) -> Engine:
     bus: Bus = (AmqpBus(BROKER_URL, topology=topology, clock=clock) if kind == "services"
                 else MemoryBus(topology=topology, clock=clock))
     settings = Settings(database_url=database_url, broker_url=BROKER_URL if kind == "services" else "memory://",
-                        instance="bench", grace_s=5.0, admin_key_file=str(key_folder / "actwheel-admin.key"))
+                        instance="bench", grace_s=5.0, admin_key_file=str(key_folder / "actwheel-admin.key"),
+                        fire_ahead_s=FIRE_AHEAD_S[0] if FIRE_AHEAD_S else 0.0)
     return Engine(settings, clock=clock, store=open_store(database_url, clock=clock), bus=bus,
                   topology=topology, queue_prefix=prefix)
 
@@ -760,10 +765,14 @@ def main() -> int:
     parser.add_argument("--gc-freeze", type=int, default=-1, metavar="GEN0",
                         help="after each engine start, gc.freeze() and (GEN0 > 0) that generation-0 threshold, as "
                              "actwheel run does (default: off)")
+    parser.add_argument("--fire-ahead", type=float, default=0.0, metavar="S",
+                        help="the engines' fire-ahead lead window in seconds (ACTWHEEL_FIRE_AHEAD_S; default 0: off)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.gc_freeze >= 0:
         GC_TUNE.append(args.gc_freeze)
+    if args.fire_ahead:
+        FIRE_AHEAD_S.append(args.fire_ahead)
     configure_logging("WARNING")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
     stacks = ["embedded", "services"] if args.stack == "both" else [args.stack]
@@ -771,7 +780,8 @@ def main() -> int:
     for kind in stacks:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
             report[kind] = runner.run(bench_stack(kind, args))
-            report[kind]["runtime"] = {"loop": type(runner.get_loop()).__module__, "gc": GC_TUNE[:1] or None}
+            report[kind]["runtime"] = {"loop": type(runner.get_loop()).__module__, "gc": GC_TUNE[:1] or None,
+                                       "fire_ahead_s": args.fire_ahead}
     if args.json:
         print(json.dumps(report, indent=2))
     return 0

@@ -13,6 +13,10 @@ is planned (announcements may arrive late or out of order; the dedupe key
   SKIPPED(overlap); ``buffer_one`` queues at most one beyond the running one;
   ``allow`` queues every instant;
 - a banned owner: SKIPPED(owner_inactive);
+- an instant still ahead of ``now`` (fire-ahead: the ticker announced it up to its lead window early) is
+  planned *ahead*: PENDING with ``not_before`` = the instant, and the overlap rule is not applied to it
+  here but when it is claimed, at the instant (:meth:`ExecutorRouter.claim_and_start`), against the runs
+  going then;
 - parked overlap (``overlapped_until``, see :mod:`actwheel.actors.parking`): the instants up to the last
   time the automation was seen busy are SKIPPED(overlap), folded into ONE row, a *range*
   (``through`` / ``count``), whatever the misfire rule would have said of them by now;
@@ -46,6 +50,9 @@ class PlannedInstant:
     #: A range: the last of the ``count`` consecutive instants from ``at`` this one row records.
     through: datetime | None = None
     count: int = 1
+    #: Planned before its instant (fire-ahead): the run may not start before ``at`` (``not_before``), and
+    #: its overlap check is taken when it is claimed.
+    ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,9 @@ def plan_instants(
     queued = 0
     for at in instants:
         reason = _skip_reason(at, late_set=late, fire_late=fire_late, owner_active=owner_active)
+        if at > now:  # ahead: overlap is judged at the instant, against what is going then
+            planned.append(PlannedInstant(at, reason, ahead=reason is None))
+            continue
         if reason is None and _overlaps(policy.overlap, busy=int(busy), queued=queued):
             reason = "overlap"
         if reason is None:

@@ -6,6 +6,9 @@ this instance still holds the lease and epoch), the audit trail and the
 outbox events in one transaction. Finishes from concurrent runs are group
 committed. Leases of in-flight runs are renewed together every third of the
 lease. Ad hoc ``action.request`` messages become runs and take the same path.
+
+A ``run.ready`` with ``not_before`` (runs planned ahead of their instant: fire-ahead) is held until that
+instant, then claimed; the overlap check of such a run is taken at its claim (docs/design.md invariant 14).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.sleeping import sleep_or_wake
 from actwheel.auth.scopes import Grant, grant_of
 from actwheel.batching import GroupCommitter
-from actwheel.bus.base import Bus, Delivery
+from actwheel.bus.base import Bus, Delivery, Retry
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory, transition_of
@@ -55,11 +58,14 @@ from actwheel.storage.records import (
 from actwheel.storage.retry import in_transaction
 from actwheel.storage.trail import pipeline_entry
 
-__all__ = ["MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result", "owner_inactive",
-           "request_of"]
+__all__ = ["AHEAD_RECLAIM_S", "MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result",
+           "overlapped_outcome", "owner_inactive", "planned_ahead", "request_of"]
 
 #: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
 OWNER_INACTIVE = "owner_inactive"
+#: After the claim at the instant of runs planned ahead, how long before the ones not claimed are tried once
+#: more (a database whose clock runs behind this process's still finds them early).
+AHEAD_RECLAIM_S = 0.25
 _log = get_logger("actwheel.router")
 
 
@@ -138,9 +144,28 @@ class ExecutorRouter(ConsumerActor):
             message = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(message, RunsReady):
                 raise InvalidMessage("type", delivery.envelope.type, RunsReady.TYPE)
-            await self.claim_and_start(message.run_ids)
+            if message.not_before is not None:
+                await self._claim_at(message.run_ids, message.not_before)
+            else:
+                await self.claim_and_start(message.run_ids)
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
+
+    async def _claim_at(self, run_ids: Sequence[str], instant: datetime) -> None:
+        """Runs planned ahead of ``instant`` (fire-ahead): wait for it here, holding the delivery (a process
+        that dies meanwhile leaves it unacked: the broker gives it to another instance), then claim. The
+        database's clock decides (the claim needs ``not_before <= now``): what it still finds early is
+        claimed once more after :data:`AHEAD_RECLAIM_S`; anything left after that is the recovery
+        sweeper's, as any PENDING run whose announcement went unanswered. Stopping meanwhile requeues it."""
+        wait = (instant - self._clock.now()).total_seconds()
+        if wait > 0:
+            await sleep_or_wake(self._clock, wait, self.stopping, precise=True)
+            if self.stopping.is_set():
+                raise Retry()
+        claimed = {r.id for r in await self.claim_and_start(run_ids)}
+        if rest := [i for i in run_ids if i not in claimed]:  # already claimed, withdrawn, or early by the DB
+            await sleep_or_wake(self._clock, AHEAD_RECLAIM_S, self.stopping)
+            await self.claim_and_start(rest)
 
     async def on_request(self, delivery: Delivery) -> None:
         """An ad hoc request from the bus. On the amqp bus its publisher must be a service that may act
@@ -174,26 +199,31 @@ class ExecutorRouter(ConsumerActor):
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
                 # once per claimed batch, never cached across batches: a ban bites on the next claim
                 principals = await tx.principals.get_many(_principals_of(claimed)) if claimed else {}
+                overlapped = await _overlapped_at_instant(tx, claimed)
             for _ in range(len(ids) - len(claimed)):
                 self._slots.release()
             for run in claimed:
                 agent_id = acting_agent(run.context)
                 authority = authority_of(run, principals.get(run.owner_id), implicit=self._implicit_owners,
                                          agent=None if agent_id is None else principals.get(agent_id))
-                self._in_flight[run.id] = (run, asyncio.create_task(self._execute(run, authority),
-                                                                    name=f"run:{run.id}"))
+                task = self._execute(run, authority, overlapped=run.id in overlapped)
+                self._in_flight[run.id] = (run, asyncio.create_task(task, name=f"run:{run.id}"))
             claimed_all.extend(claimed)
         return claimed_all
 
     # --- execution -------------------------------------------------------------------------
 
-    async def _execute(self, run: Run, authority: Grant | None) -> None:
+    async def _execute(self, run: Run, authority: Grant | None, *, overlapped: bool = False) -> None:
         structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
                                                attempt=run.attempt)  # this task's own context
         try:
             self._observe_start(run)
-            outcome = (owner_inactive(run, self._clock.now()) if authority is None
-                       else await self._pipeline.dispatch(request_of(run, authority)))
+            if overlapped:
+                outcome = overlapped_outcome(run, self._clock.now())
+            elif authority is None:
+                outcome = owner_inactive(run, self._clock.now())
+            else:
+                outcome = await self._pipeline.dispatch(request_of(run, authority))
             await self._finish(run, outcome)
         except Exception:
             _log.exception("run_execution_failed", run_id=run.id)  # the lease expires; recovery takes it
@@ -339,6 +369,36 @@ def owner_inactive(run: Run, now: datetime) -> DispatchOutcome:
         status=RunStatus.SKIPPED.value, reason=OWNER_INACTIVE, executor_type=run.action_type,
         result=ActionResult.fail(f"{who} is missing or banned", retryable=False, code=OWNER_INACTIVE),
         audit=(AuditRecord("PERMISSION", details | ({"agent_id": agent} if agent else {}), now),))
+
+
+def planned_ahead(run: Run) -> bool:
+    """A scheduled run planned ahead of its instant (fire-ahead), on its first attempt: its overlap check
+    is still to be taken (a retried attempt took it on its first claim)."""
+    return run.origin is Origin.SCHEDULE and run.not_before is not None and run.attempt == 1
+
+
+async def _overlapped_at_instant(tx: Transaction, claimed: Sequence[Run]) -> set[str]:
+    """The overlap check of the runs planned ahead, at their instant (their claim), as the planner takes it
+    for an instant planned when due: ``skip`` while any earlier run of the automation is still going,
+    ``buffer_one`` while two are. Earlier by ``scheduled_for``, so that of two runs planned ahead the first
+    goes, whichever router claims which first. One read for the batch; none without a run planned ahead."""
+    checked = {r.id: r for r in claimed if planned_ahead(r) and _policy(r).overlap != "allow"}
+    if not checked:
+        return set()
+    going = await tx.runs.going_before(list(checked))
+    return {run_id for run_id, n in going.items()
+            if n >= (2 if _policy(checked[run_id]).overlap == "buffer_one" else 1)}
+
+
+def overlapped_outcome(run: Run, now: datetime) -> DispatchOutcome:
+    """The outcome of a run planned ahead that finds, at its instant, an earlier run of its automation still
+    going: SKIPPED(overlap), as the planner would have recorded the instant; nothing is executed."""
+    details = {"reason": "overlap", "overlap": _policy(run).overlap, "at": "instant"}
+    return DispatchOutcome(
+        status=RunStatus.SKIPPED.value, reason="overlap", executor_type=run.action_type,
+        result=ActionResult.fail("an earlier run of the automation was still going at the instant",
+                                 retryable=False, code="overlap"),
+        audit=(AuditRecord("OVERLAP", details, now),))
 
 
 def request_of(run: Run, authority: Grant) -> DispatchRequest:

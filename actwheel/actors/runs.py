@@ -42,9 +42,11 @@ def planned_runs(automation: Automation, plan: Plan, *, dedupe_key_of: Callable[
                  context: Mapping[str, Any]) -> list[NewRun]:
     """One run per planned instant: PENDING, or SKIPPED with the plan's reason (each its own context copy).
 
-    A range (a parked overlap's instants) is one row: its first instant's key, ``$skipped`` naming the rest."""
+    A range (a parked overlap's instants) is one row: its first instant's key, ``$skipped`` naming the rest.
+    An instant planned ahead (fire-ahead) may not start before it: ``not_before`` is the instant."""
     return [_new_run(automation, dedupe_key=dedupe_key_of(i.at), origin=Origin.SCHEDULE, scheduled_for=i.at,
-                     skip_reason=i.skip_reason, context=_range_context(context, i))
+                     skip_reason=i.skip_reason, context=_range_context(context, i),
+                     not_before=i.at if i.ahead else None)
             for i in plan.instants]
 
 
@@ -63,12 +65,12 @@ def event_run(automation: Automation, *, event_id: str, context: Mapping[str, An
 
 
 def _new_run(automation: Automation, *, dedupe_key: str, origin: Origin, scheduled_for: datetime,
-             skip_reason: str | None, context: Mapping[str, Any]) -> NewRun:
+             skip_reason: str | None, context: Mapping[str, Any], not_before: datetime | None = None) -> NewRun:
     a = automation
     return NewRun(automation_id=a.id, dedupe_key=dedupe_key, owner_id=a.owner_id, action_type=a.action_type,
                   action_config=a.action_config, policy=a.policy, origin=origin, scheduled_for=scheduled_for,
                   status=RunStatus.SKIPPED if skip_reason else RunStatus.PENDING, reason=skip_reason,
-                  context=dict(context))
+                  context=dict(context), not_before=not_before)
 
 
 async def announce_runs(tx: Transaction, events: EventFactory, runs: Sequence[Run],
@@ -78,7 +80,7 @@ async def announce_runs(tx: Transaction, events: EventFactory, runs: Sequence[Ru
     In ``tx``, the transaction that wrote the runs (invariant 4): a run is announced if and only if it
     was committed. Nothing is appended when there is nothing to say.
     """
-    rows = events.runs_ready([r.id for r in runs if r.status is RunStatus.PENDING])
+    rows = _ready_rows(events, [r for r in runs if r.status is RunStatus.PENDING])
     rows += events.runs_transitioned([transition_of(r) for r in runs if r.status is not RunStatus.PENDING])
     rows += extra
     if rows:
@@ -86,6 +88,17 @@ async def announce_runs(tx: Transaction, events: EventFactory, runs: Sequence[Ru
     refused = [_refused_at_planning(r, events.source) for r in runs if r.reason == _OWNER_INACTIVE]
     if refused:
         await tx.audit.append_many(refused)
+
+
+def _ready_rows(events: EventFactory, pending: Sequence[Run]) -> list[NewOutboxMessage]:
+    """``run.ready`` for ``pending``: one group per ``not_before`` (the runs planned ahead of an instant are
+    announced with it, so that a router waits for it instead of claiming too early), in first-seen order."""
+    if all(r.not_before is None for r in pending):
+        return events.runs_ready([r.id for r in pending])
+    groups: dict[datetime | None, list[str]] = {}
+    for run in pending:
+        groups.setdefault(run.not_before, []).append(run.id)
+    return [row for at, ids in groups.items() for row in events.runs_ready(ids, not_before=at)]
 
 
 def _refused_at_planning(run: Run, actor: str) -> NewAuditEntry:

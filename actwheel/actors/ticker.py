@@ -16,6 +16,10 @@ announced: under overload that is most of the instants, and an announcement of e
 ticker, the bus and the planner's intake about what executing a run does. Speed only: the cursor
 in the database is the truth, and a planner that does not keep an instant gets it announced.
 
+With a lead window (``lead_s``, fire-ahead; docs/design.md invariant 14) a stored automation's timer
+sits in the wheel ``lead_s`` before its instant, so the instant is announced (and planned ahead) that
+early; a transient automation's timer stays at its instant.
+
 Transient automations (``durable: false``) have no row: their timers come
 from this instance's ``transients`` (loaded at every refill and reloaded when
 the registry tells of a change), share the wheel, and when due they are handed
@@ -168,9 +172,14 @@ class WheelTicker(Actor):
         changes: Callable[[Callable[[AutomationChanged], Awaitable[None]]], Awaitable[Any]] | None = None,
         transients: TransientSchedule | None = None,
         keep: Keep = _keeps_nothing,
+        lead_s: float = 0.0,
     ) -> None:
+        """``lead_s``: fire-ahead — a stored automation's instant is announced this long before it (the
+        planner then plans it ahead, ``not_before`` = the instant); transient ones fire at their instant."""
         super().__init__()
         self.keep = keep
+        self._lead = timedelta(seconds=lead_s)
+        self._lead_ms = int(lead_s * 1000)
         self._source = source
         self._publish = publish
         self._clock = clock
@@ -234,7 +243,8 @@ class WheelTicker(Actor):
     async def _announce_due(self) -> int:
         now = self._clock.now()
         self._changed_in_tick.clear()
-        due = [self._caught_up(timer, now) for timer in self._wheel.advance(_ms(now))]
+        ahead = now + self._lead  # a stored automation's timer is in the wheel at its instant minus the lead
+        due = [self._caught_up(timer, now if timer.transient else ahead) for timer in self._wheel.advance(_ms(now))]
         fired = [t for t in due if not t.transient]
         keep = self.keep
         announced = [t for t in fired if not keep(t.automation_id, t.scheduled_for)]
@@ -302,7 +312,7 @@ class WheelTicker(Actor):
 
     def _load(self, row: ScheduledAutomation, *, replace: bool = False) -> None:
         due = self._wheel.due_ms_of(row.id)
-        row_ms = _ms(row.next_run_at)
+        row_ms = self._wheel_ms(row.next_run_at, transient=row.transient)
         if due is not None and due >= row_ms and not replace:
             return  # already fired this instant and moved on; the planner has not caught up yet
         try:
@@ -342,8 +352,12 @@ class WheelTicker(Actor):
     def _schedule_following(self, timer: _Timer) -> None:
         following = timer.following if timer.following is not None else timer.trigger.next_after(timer.scheduled_for)
         if following is not None and self._in_horizon(following):
-            self._wheel.schedule(timer.automation_id, _ms(following),
+            self._wheel.schedule(timer.automation_id, self._wheel_ms(following, transient=False),
                                  _Timer(timer.automation_id, following, timer.trigger))
+
+    def _wheel_ms(self, instant: datetime, *, transient: bool) -> int:
+        """Where an instant's timer sits in the wheel: a stored automation's ``lead_s`` early (fire-ahead)."""
+        return _ms(instant) - (0 if transient else self._lead_ms)
 
     def _drop_unowned(self, kept: set[str]) -> None:
         # Timers loaded from partitions this instance no longer owns go; the new owner loads them.

@@ -545,6 +545,18 @@ class SqlRuns(RunRepository):
         automation_id = codec.text_field("automation_id", automation_id)
         return await cancel_waiting_runs(self._sql, [automation_id], codec.text_field("reason", reason))
 
+    async def withdraw_ahead(self, automation_id: str, reason: str) -> list[Run]:
+        params = {"automation_id": codec.text_field("automation_id", automation_id),
+                  "reason": codec.text_field("reason", reason)}
+        return sorted((run_of(r) for r in await self._sql.fetch("withdraw_ahead_runs", params)),
+                      key=lambda r: (r.scheduled_for or r.created_at, r.id))
+
+    async def going_before(self, run_ids: Sequence[str]) -> dict[str, int]:
+        ids = codec.ids("run_ids", run_ids)
+        if not ids:
+            return {}
+        return {r["id"]: int(r["going"]) for r in await self._sql.fetch("runs_going_before", {"ids": ids})}
+
     async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
         ids = codec.ids("automation_ids", automation_ids)
         if not ids:

@@ -441,6 +441,24 @@ class RunRepository(ABC):
         """
 
     @abstractmethod
+    async def withdraw_ahead(self, automation_id: str, reason: str) -> list[Run]:
+        """The runs of ``automation_id`` planned ahead of their instant (fire-ahead: scheduled, PENDING,
+        never claimed, ``not_before`` still in the future by the database's clock) → CANCELED(``reason``),
+        their dedupe key moved aside to ``withdrawn:<run id>`` so that the instant can be planned again
+        (``schedule:<instant>``) from the edited automation. One statement; a run a router has claimed
+        meanwhile is RUNNING and not touched.
+
+        :returns: the runs withdrawn, as they are now (none: an empty list, also for an unknown id)
+        :raises InvalidInput: ``automation_id`` or ``reason`` is not a non-empty string
+        """
+
+    @abstractmethod
+    async def going_before(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """For each of ``run_ids``: how many other runs of its automation scheduled before it are still
+        going (PENDING, RUNNING, RETRY_WAIT, COMPENSATING), counted up to 2 — the overlap check a run
+        planned ahead of its instant takes again when it is claimed. Ids not found are absent."""
+
+    @abstractmethod
     async def active_automation_ids(self, automation_ids: Sequence[str]) -> set[str]:
         """Those of ``automation_ids`` that have a run still going (PENDING, RUNNING, RETRY_WAIT,
         COMPENSATING): the overlap check, batched."""

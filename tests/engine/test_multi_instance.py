@@ -2,7 +2,8 @@
 automation ends as exactly one run or one recorded SKIPPED, although one instance is SIGKILLed and
 restarted twice while 500 automations fire every second — with partition leases and without, and
 with runs that outlast two instants (``overlap: skip``: parked overlaps, the kills landing while
-instants wait in the planners' memory).
+instants wait in the planners' memory), and with fire-ahead on (``ACTWHEEL_FIRE_AHEAD_S=1``: the kills
+landing while runs planned ahead wait in the routers for their instant).
 
 The expected instants come from the trigger itself (:func:`actwheel.triggers.preview`), so a
 missing instant is caught too (the unique key already makes a duplicate row impossible).
@@ -98,7 +99,9 @@ class Probe:
 
     async def runs(self) -> list[asyncpg.Record]:
         return await self.conn.fetch(  # type: ignore[no-any-return]
-            "SELECT automation_id, scheduled_for, status, reason, dedupe_key, attempt, context FROM runs")
+            "SELECT automation_id, scheduled_for, status, reason, dedupe_key, attempt, context,"
+            " created_at < scheduled_for AS ahead,"  # planned ahead (a finish clears not_before)
+            " started_at < scheduled_for AS early FROM runs")
 
     async def leases(self) -> list[asyncpg.Record]:
         return await self.conn.fetch("SELECT owner, count(*) AS n FROM partition_leases GROUP BY owner")  # type: ignore[no-any-return]
@@ -135,15 +138,17 @@ def _check(triggers: dict[str, tuple[dict[str, Any], datetime]], rows: list[asyn
     ranges = sum(1 for r in rows if instants_of(orjson.loads(r["context"])) > 1)
     return {"expected": expected_total, "missing": missing, "extra": extra, "duplicates": duplicates,
             "statuses": statuses, "retried": sum(1 for r in rows if r["attempt"] > 1), "ranges": ranges,
+            "planned_ahead": sum(1 for r in rows if r["ahead"]), "started_early": sum(1 for r in rows if r["early"]),
             "missing_examples": examples[:10]}
 
 
-@pytest.mark.parametrize(("leases", "action"), [(True, ACTION), (False, ACTION), (True, SLOW_ACTION)],
-                         ids=["partition-leases", "no-partition-leases", "parked-overlaps"])
+@pytest.mark.parametrize(("leases", "action", "fire_ahead_s"),
+                         [(True, ACTION, 0), (False, ACTION, 0), (True, SLOW_ACTION, 0), (True, ACTION, 1)],
+                         ids=["partition-leases", "no-partition-leases", "parked-overlaps", "fire-ahead"])
 async def test_three_instances_fire_every_instant_exactly_once_through_kills(
-        tmp_path: Path, leases: bool, action: dict[str, Any]) -> None:
+        tmp_path: Path, leases: bool, action: dict[str, Any], fire_ahead_s: int) -> None:
     async with isolated_postgres_url() as database, fresh_vhost(rabbitmq_url()) as broker:
-        env = {"ACTWHEEL_LEASE_S": "5"}
+        env = {"ACTWHEEL_LEASE_S": "5", "ACTWHEEL_FIRE_AHEAD_S": str(fire_ahead_s)}
         procs = [EngineProcess(f"node-{i}", database=database, broker=broker, log_dir=tmp_path,
                                partition_leases=leases, env=env) for i in range(3)]
         async with engine_processes(procs):
@@ -172,3 +177,6 @@ async def test_three_instances_fire_every_instant_exactly_once_through_kills(
         assert {status for status, _ in report["statuses"]} <= set(SETTLED), report["statuses"]
         if action is SLOW_ACTION:  # the kills did land on parked automations: their instants became ranges
             assert report["ranges"] > 0, report
+        if fire_ahead_s:  # the kills did land inside lead windows: runs were planned ahead, and none started early
+            assert report["planned_ahead"] > 0, report
+            assert report["started_early"] == 0, report

@@ -34,6 +34,7 @@ SAMPLES: list[Message] = [
     AutomationsDue(items=(DueItem(automation_id="a1", scheduled_for=T),
                           DueItem(automation_id="a2", scheduled_for=T.astimezone(SHANGHAI)))),
     RunsReady(run_ids=("r1", "r2")),
+    RunsReady(run_ids=("r3",), not_before=T),
     RunsTransitioned(status="SUCCEEDED", runs=(
         RunTransition(run_id="r1", automation_id="a1", status="SUCCEEDED", reason=None, attempt=2,
                       scheduled_for=T, action_type="simple.op", summary="done", error=None),
@@ -121,6 +122,8 @@ BAD: list[tuple[type[Message], dict[str, Any], str, Any]] = [
     (RunsReady, {"run_ids": ["r1", 7]}, "data.run_ids[1]", 7),
     (RunsReady, {"run_id": ""}, "data.run_id", ""),
     (RunsReady, {}, "data.run_ids", None),
+    (RunsReady, {"run_ids": ["r1"], "not_before": "2030-01-01T09:00:00"}, "data.not_before", "2030-01-01T09:00:00"),
+    (RunsReady, {"run_ids": ["r1"], "not_before": 5}, "data.not_before", 5),
     (RunsTransitioned, {"runs": []}, "data.status", None),
     (RunsTransitioned, {"status": "FAILED"}, "data.runs", None),
     (RunsTransitioned, {"status": "FAILED", "runs": [7]}, "data.runs[0]", 7),
@@ -216,3 +219,10 @@ def test_the_due_fast_path_writes_what_the_generic_walk_writes() -> None:
     due = SAMPLES[0]
     assert isinstance(due, AutomationsDue)
     assert due.to_data() == _record_data(due)
+
+
+def test_run_ready_leaves_not_before_out_unless_the_runs_were_planned_ahead() -> None:
+    assert RunsReady(run_ids=("r1",)).to_data() == {"run_ids": ["r1"]}  # the contract of every other run
+    ahead = RunsReady(run_ids=("r1",), not_before=T).to_data()
+    assert ahead == {"run_ids": ["r1"], "not_before": "2030-01-01T09:00:00+00:00"}
+    assert RunsReady.from_data(ahead).not_before == T

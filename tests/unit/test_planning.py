@@ -284,3 +284,45 @@ async def test_planner_buffer_one_buffers_at_most_one(engine: Engine) -> None:
         await _announce_next(engine, automation_id)
     assert await _statuses(engine, automation_id) == [("PENDING", None), ("PENDING", None),
                                                       ("SKIPPED", "overlap")]
+
+
+# --- fire-ahead: an instant still ahead of now ------------------------------------------------------------
+
+
+def test_an_instant_ahead_of_now_is_planned_ahead_and_its_overlap_left_to_the_instant() -> None:
+    plan = _plan(now=T0 - timedelta(seconds=1), busy=True)  # a run is going now; it may be over at 09:00
+    assert [(p.at, p.skip_reason, p.ahead) for p in plan.instants] == [(T0, None, True)]
+    assert plan.new_next_run_at == T0 + timedelta(minutes=1)
+
+
+def test_an_instant_due_now_is_not_ahead_and_keeps_its_overlap_rule() -> None:
+    plan = _plan(now=T0, busy=True)
+    assert [(p.skip_reason, p.ahead) for p in plan.instants] == [("overlap", False)]
+
+
+def test_a_backlog_ending_ahead_fires_the_due_ones_by_the_rules_and_the_ahead_one_ahead() -> None:
+    plan = _plan(cursor=T0, scheduled_for=T0 + timedelta(seconds=2), now=T0 + timedelta(seconds=1, milliseconds=500),
+                 trigger=EVERY_SECOND, grace_s=600)  # overlap: skip
+    assert [(p.at.second, p.skip_reason, p.ahead) for p in plan.instants] == [
+        (0, None, False), (1, "overlap", False), (2, None, True)]
+
+
+def test_a_banned_owner_s_instant_ahead_is_recorded_skipped_not_planned_ahead() -> None:
+    plan = _plan(now=T0 - timedelta(seconds=1), owner_active=False)
+    assert [(p.skip_reason, p.ahead) for p in plan.instants] == [("owner_inactive", False)]
+
+
+def test_the_run_of_an_instant_planned_ahead_may_not_start_before_it() -> None:
+    from actwheel.actors.runs import planned_runs, schedule_dedupe_key
+    from actwheel.storage.records import Automation, AutomationStatus
+
+    automation = Automation(
+        id="a1", owner_id="alice", name="n", trigger={"type": "once", "at": T0.isoformat()}, action_type="simple.op",
+        action_config={}, policy={}, labels={}, enabled=True, status=AutomationStatus.ACTIVE, durable=True,
+        next_run_at=T0, end_at=None, version=1, partition=0, created_at=T0, updated_at=T0)
+    ahead = _plan(now=T0 - timedelta(seconds=1))
+    due = _plan(now=T0)
+    [run] = planned_runs(automation, ahead, dedupe_key_of=schedule_dedupe_key, context={})
+    [plain] = planned_runs(automation, due, dedupe_key_of=schedule_dedupe_key, context={})
+    assert (run.not_before, run.dedupe_key) == (T0, schedule_dedupe_key(T0))  # the key stays schedule:<instant>
+    assert plain.not_before is None

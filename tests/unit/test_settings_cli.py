@@ -56,11 +56,20 @@ def test_environment_overrides_defaults_and_flags_override_environment() -> None
     ({"ACTWHEEL_LEASE_S": ""}, "ACTWHEEL_LEASE_S"),
     ({"ACTWHEEL_PARTITION_LEASES": "maybe"}, "ACTWHEEL_PARTITION_LEASES"),
     ({"ACTWHEEL_HORIZON_S": "0.5"}, "horizon_s"),
+    ({"ACTWHEEL_FIRE_AHEAD_S": "soon"}, "ACTWHEEL_FIRE_AHEAD_S"),
+    ({"ACTWHEEL_FIRE_AHEAD_S": "-1"}, "ACTWHEEL_FIRE_AHEAD_S"),
+    ({"ACTWHEEL_FIRE_AHEAD_S": "6"}, "ACTWHEEL_FIRE_AHEAD_S"),
+    ({"ACTWHEEL_FIRE_AHEAD_S": "nan"}, "ACTWHEEL_FIRE_AHEAD_S"),
 ])
 def test_bad_environment_values_name_the_variable(env: dict[str, str], field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         Settings.from_env(env)
     assert caught.value.field == field
+
+
+def test_fire_ahead_is_off_by_default_and_read_from_the_environment() -> None:
+    assert Settings.from_env({}).fire_ahead_s == 0.0
+    assert Settings.from_env({"ACTWHEEL_FIRE_AHEAD_S": "1.5"}).fire_ahead_s == 1.5
 
 
 def test_unknown_role_and_bad_port_are_refused() -> None:

@@ -447,3 +447,43 @@ async def test_an_instant_the_planner_keeps_is_not_announced_and_its_timer_goes_
     h.ticker.keep = lambda _a, _i: False  # the planner no longer keeps it (released, or not ready): announced
     await h.at(T0 + timedelta(minutes=3))
     assert sorted(h.items()[2:]) == [("free", T0 + timedelta(minutes=3)), ("parked", T0 + timedelta(minutes=3))]
+
+
+# --- fire-ahead: stored automations announced their lead early, transient ones at their instant ------------
+
+
+async def test_with_a_lead_a_stored_instant_is_announced_that_much_before_it_and_not_earlier(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source, lead_s=1.5)
+    await h.at(T0 + timedelta(seconds=58.499))
+    assert h.published == []
+    await h.at(T0 + timedelta(seconds=58.5))
+    assert h.items() == [("a", T0 + timedelta(minutes=1))]  # the instant itself, announced 1.5 s early
+    await h.at(T0 + timedelta(minutes=1, seconds=58.5))  # the following one, with the same lead
+    assert h.items() == [("a", T0 + timedelta(minutes=1)), ("a", T0 + timedelta(minutes=2))]
+
+
+async def test_with_a_lead_a_changed_cursor_inside_the_window_is_announced_at_once(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    h = await start(source, lead_s=2.0)
+    await h.at(T0 + timedelta(seconds=58.5))
+    assert len(h.items()) == 1
+    source.add("a", T0 + timedelta(minutes=1))  # an edit withdrew the planned run: the cursor went back
+    await h.ticker.apply_change(AutomationChanged(automation_id="a", change="updated"))
+    await _settle()
+    assert h.items() == [("a", T0 + timedelta(minutes=1))] * 2  # announced again: the planner plans it anew
+
+
+async def test_with_a_lead_a_transient_instant_still_fires_at_the_instant(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    transients = StuckTransients()
+    transients.release.set()
+    h = await start(source, transients=transients, lead_s=2.0)
+    await h.at(T0 + timedelta(seconds=58))
+    assert h.items() == [("a", T0 + timedelta(minutes=1))]
+    assert transients.fired == []  # its runs are inserted by the ticker: never before the instant
+    await h.at(T0 + timedelta(minutes=1))
+    assert transients.fired == [[("tr_1", T0 + timedelta(minutes=1))]]

@@ -371,6 +371,23 @@ UPDATE runs SET status = 'CANCELED', reason = :reason, not_before = NULL, update
 WHERE id = :id AND status IN ('PENDING', 'RETRY_WAIT')
 RETURNING id;
 
+-- name: withdraw_ahead_runs
+-- Fire-ahead: the runs planned before their instant and not started, withdrawn by an edit. The row lock
+-- orders this against a claim (which needs not_before <= now()): whichever comes second sees the other's row.
+UPDATE runs SET status = 'CANCELED', reason = :reason, dedupe_key = 'withdrawn:' || id,
+    updated_at = now(), finished_at = now()
+WHERE automation_id = :automation_id AND finished_at IS NULL AND status = 'PENDING' AND origin = 'schedule'
+  AND attempt = 0 AND not_before > now()
+RETURNING *;
+
+-- name: runs_going_before
+SELECT r.id, (SELECT count(*) FROM (
+    SELECT 1 FROM runs o
+    WHERE o.automation_id = r.automation_id AND o.id <> r.id AND o.finished_at IS NULL
+      AND o.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'COMPENSATING') AND o.scheduled_for < r.scheduled_for
+    LIMIT 2) AS g) AS going
+FROM runs r WHERE r.id = ANY(:ids::text[]) AND r.automation_id IS NOT NULL;
+
 -- name: active_automation_ids
 SELECT DISTINCT automation_id FROM runs
 WHERE automation_id = ANY(:ids::text[]) AND finished_at IS NULL
