@@ -250,7 +250,8 @@ class Engine:
     def _planner(self) -> Actor:
         return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
                        metrics=self.metrics, queue_prefix=self._prefix, backlog_limit=self.settings.plan_backlog,
-                       parking=self.settings.plan_parking and not self.settings.fire_ahead_s)
+                       parking=self.settings.plan_parking and not self.settings.fire_ahead_s,
+                       fire_ahead=self.settings.fire_ahead_s > 0)
 
     def _router(self) -> Actor:
         s = self.settings
@@ -404,8 +405,9 @@ class _StoreSchedule:
         try:
             async with self._store.transaction() as tx:
                 found = await tx.automations.get_many(automation_ids)
-        except ValueError:  # an id the store refuses (InvalidInput) or a row it cannot decode: each read
-            return [await self._read_one(i) for i in automation_ids]  # alone, so only its own fails
+        except ValueError as exc:  # an id the store refuses (InvalidInput) or a row it cannot decode: each
+            _log.warning("ticker_reads_one_by_one", reads=len(automation_ids), error=type(exc).__name__)
+            return [await self._read_one(i) for i in automation_ids]  # read alone, so only its own fails
         return [scheduled_of(found[i]) if i in found else None for i in automation_ids]
 
     async def close(self) -> None:
@@ -414,7 +416,7 @@ class _StoreSchedule:
         reads, self._reads = self._reads, GroupCommitter(self._read_scheduled)
         try:
             await asyncio.wait_for(reads.close(), timeout=_READS_DRAIN_S)
-        except TimeoutError:  # a database that does not answer must not hold the stop up: the reads fail
+        except TimeoutError:  # a database that does not answer must not hold the stop up: reads cancelled
             _log.warning("ticker_reads_not_drained", timeout_s=_READS_DRAIN_S)
 
     async def _read_one(self, automation_id: str) -> _Read:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from actwheel.actors import queues
+from actwheel.actors.allowance import Allowance
 from actwheel.actors.base import ActorState
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
@@ -67,6 +68,10 @@ CommandOutcome = Automation | tuple[Automation, list[str]] | Deleted | Run
 _CAS_ROUNDS = 5
 #: How often a held due announcement looks at the backlog again (and how long one count is reused).
 BACKLOG_POLL_S = 0.1
+#: A due announcement of at most QUIET_ITEMS instants (a quiet automation's) passes the backlog bound, up to
+#: QUIET_PER_S instants a second: a burst of others does not hold it, and what it costs stays bounded.
+QUIET_ITEMS = 2
+QUIET_PER_S = 50.0
 AUTOMATION_WRITE = "automation:write"
 
 
@@ -81,15 +86,19 @@ class Planner(ConsumerActor):
 
     def __init__(self, *, bus: Bus, store: Store, service: AutomationService, events: EventFactory,
                  clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16,
-                 backlog_limit: int = 0, parking: bool = False) -> None:
+                 backlog_limit: int = 0, parking: bool = False, fire_ahead: bool = False) -> None:
         """``backlog_limit``: hold due announcements while this many runs (or more) are PENDING or
         RUNNING (0: never hold); see :meth:`_within_backlog`. ``parking``: park busy ``overlap: skip``
-        automations instead of writing a SKIPPED row per instant (:mod:`actwheel.actors.parking`)."""
+        automations instead of writing a SKIPPED row per instant (:mod:`actwheel.actors.parking`).
+        ``fire_ahead``: plan an instant announced before it (the tickers' lead window) ahead of it, its run
+        not to start before it (docs/design.md invariant 14); every instance should have the same lead."""
         super().__init__(bus)
+        self._fire_ahead = fire_ahead
         self._parking = parking
         self.parked = ParkedOverlaps()
         self._backlog_limit = backlog_limit
         self._backlog_seen: tuple[datetime, int] | None = None
+        self._quiet = Allowance(clock, per_s=QUIET_PER_S, burst=QUIET_PER_S)
         self._recount: asyncio.Task[None] | None = None
         self._recount_again = False
         #: Due announcements held by the backlog bound since start (metrics, benchmarks).
@@ -292,8 +301,13 @@ class Planner(ConsumerActor):
             unparked = await self._park_busy(unparked)
         if not unparked:
             return 0
-        held = await self._within_backlog()
+        held = False if self._passes_as_quiet(unparked) else await self._within_backlog()
         return await self.plan(unparked, catch_up=held)
+
+    def _passes_as_quiet(self, items: Sequence[DueItem]) -> bool:
+        """A small announcement over the backlog bound, within the quiet allowance: planned now, not held."""
+        return (self._backlog_limit > 0 and len(items) <= QUIET_ITEMS and self._over_backlog()
+                and self._quiet.take(len(items)))
 
     def _over_backlog(self) -> bool:
         """The last backlog count (or none yet) says this announcement would be held."""
@@ -447,7 +461,7 @@ class Planner(ConsumerActor):
             plan = plan_instants(
                 trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
                 policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id],
-                overlapped_until=overlapped.get(a.id))
+                overlapped_until=overlapped.get(a.id), plan_ahead=self._fire_ahead)
             if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id])):
                 planned.append(_Planned(a, plan))
         return planned

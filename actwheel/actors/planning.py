@@ -13,10 +13,10 @@ is planned (announcements may arrive late or out of order; the dedupe key
   SKIPPED(overlap); ``buffer_one`` queues at most one beyond the running one;
   ``allow`` queues every instant;
 - a banned owner: SKIPPED(owner_inactive);
-- an instant still ahead of ``now`` (fire-ahead: the ticker announced it up to its lead window early) is
-  planned *ahead*: PENDING with ``not_before`` = the instant, and the overlap rule is not applied to it
-  here but when it is claimed, at the instant (:meth:`ExecutorRouter.claim_and_start`), against the runs
-  going then;
+- with fire-ahead on (``plan_ahead``), an instant still ahead of ``now`` (the ticker announced it up to
+  its lead window early) is planned *ahead*: PENDING with ``not_before`` = the instant, and the overlap
+  rule is not applied to it here but when it is claimed, at the instant
+  (:meth:`ExecutorRouter.claim_and_start`), against the runs going then;
 - parked overlap (``overlapped_until``, see :mod:`actwheel.actors.parking`): the instants up to the last
   time the automation was seen busy are SKIPPED(overlap), folded into ONE row, a *range*
   (``through`` / ``count``), whatever the misfire rule would have said of them by now;
@@ -71,8 +71,12 @@ def plan_instants(
     busy: int,
     owner_active: bool,
     overlapped_until: datetime | None = None,
+    plan_ahead: bool = False,
 ) -> Plan:
     """The plan for moving ``cursor`` past ``scheduled_for`` (``cursor <= scheduled_for``).
+
+    ``plan_ahead`` (fire-ahead on): an instant after ``now`` is planned ahead (see the module's notes);
+    off, every instant is planned as due, as an announcement that came early by a clock's skew always was.
 
     ``busy``: how many runs of the automation are still going (``True`` counts as one).
     ``overlapped_until``: a parked automation's last busy sighting; its instants up to then are one
@@ -91,7 +95,7 @@ def plan_instants(
     queued = 0
     for at in instants:
         reason = _skip_reason(at, late_set=late, fire_late=fire_late, owner_active=owner_active)
-        if at > now:  # ahead: overlap is judged at the instant, against what is going then
+        if plan_ahead and at > now:  # ahead: overlap is judged at the instant, against what is going then
             planned.append(PlannedInstant(at, reason, ahead=reason is None))
             continue
         if reason is None and _overlaps(policy.overlap, busy=int(busy), queued=queued):

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import structlog
@@ -58,14 +58,18 @@ from actwheel.storage.records import (
 from actwheel.storage.retry import in_transaction
 from actwheel.storage.trail import pipeline_entry
 
-__all__ = ["AHEAD_RECLAIM_S", "MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result",
-           "overlapped_outcome", "owner_inactive", "planned_ahead", "request_of"]
+__all__ = ["AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter",
+           "authority_of", "bounded_result", "overlapped_outcome", "owner_inactive", "planned_ahead", "request_of"]
 
 #: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
 OWNER_INACTIVE = "owner_inactive"
 #: After the claim at the instant of runs planned ahead, how long before the ones not claimed are tried once
 #: more (a database whose clock runs behind this process's still finds them early).
 AHEAD_RECLAIM_S = 0.25
+#: A ``run.ready`` of at most this many runs may start on the lane's :data:`LANE_SLOTS` slots of its own
+#: (beyond ``concurrency``), so that a quiet automation's run does not wait behind a burst's.
+LANE_RUNS = 4
+LANE_SLOTS = 16
 _log = get_logger("actwheel.router")
 
 
@@ -98,6 +102,7 @@ class ExecutorRouter(ConsumerActor):
         self._instance = instance
         self._lease_s = lease_s
         self._slots = asyncio.Semaphore(concurrency)
+        self._lane = _Lane(LANE_SLOTS)
         # One handler gathers slots at a time: handlers that each hold part of the slots they need
         # while waiting for the rest would deadlock once the runs in flight have finished.
         self._gathering = asyncio.Lock()
@@ -191,29 +196,40 @@ class ExecutorRouter(ConsumerActor):
         """
         claimed_all: list[Run] = []
         chunk = max(1, self._concurrency // 2)
+        small = len(run_ids) <= LANE_RUNS
         for start in range(0, len(run_ids), chunk):
             ids = list(run_ids[start : start + chunk])
-            async with self._gathering:
-                await _take(self._slots, len(ids))
-            async with _released_on_error(self._slots, len(ids)), self._store.transaction() as tx:
+            slots = await self._slots_for(len(ids), small=small)
+            async with _released_on_error(slots, len(ids)), self._store.transaction() as tx:
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
                 # once per claimed batch, never cached across batches: a ban bites on the next claim
                 principals = await tx.principals.get_many(_principals_of(claimed)) if claimed else {}
                 overlapped = await _overlapped_at_instant(tx, claimed)
             for _ in range(len(ids) - len(claimed)):
-                self._slots.release()
+                slots.release()
             for run in claimed:
                 agent_id = acting_agent(run.context)
                 authority = authority_of(run, principals.get(run.owner_id), implicit=self._implicit_owners,
                                          agent=None if agent_id is None else principals.get(agent_id))
-                task = self._execute(run, authority, overlapped=run.id in overlapped)
+                task = self._execute(run, authority, slots, overlapped=run.id in overlapped)
                 self._in_flight[run.id] = (run, asyncio.create_task(task, name=f"run:{run.id}"))
             claimed_all.extend(claimed)
         return claimed_all
 
+    async def _slots_for(self, count: int, *, small: bool) -> _Slots:
+        """Take ``count`` execution slots; returns where they were taken from. The runs of a ``small``
+        announcement (at most :data:`LANE_RUNS`: a quiet automation's instant, a run now) take the lane's own
+        slots when they are free, so they do not queue behind a burst's batches for the shared ones. Speed
+        only: every run is claimed and finished the same way whichever slot it holds."""
+        if small and self._lane.take(count):
+            return self._lane
+        async with self._gathering:
+            await _take(self._slots, count)
+        return self._slots
+
     # --- execution -------------------------------------------------------------------------
 
-    async def _execute(self, run: Run, authority: Grant | None, *, overlapped: bool = False) -> None:
+    async def _execute(self, run: Run, authority: Grant | None, slots: _Slots, *, overlapped: bool = False) -> None:
         structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
                                                attempt=run.attempt)  # this task's own context
         try:
@@ -230,7 +246,7 @@ class ExecutorRouter(ConsumerActor):
         finally:
             self._in_flight.pop(run.id, None)
             self._finishing.discard(run.id)
-            self._slots.release()
+            slots.release()
 
     async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
         status, reason, not_before = self._decide(run, outcome)
@@ -303,6 +319,27 @@ class ExecutorRouter(ConsumerActor):
         await self._finisher.close()
 
 
+class _Slots(Protocol):
+    def release(self) -> None: ...
+
+
+class _Lane:
+    """Execution slots for small batches, taken without waiting (or not at all): :meth:`take` is all or
+    nothing, so a batch either starts on the lane at once or queues for the shared slots."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+
+    def take(self, count: int) -> bool:
+        if count > self._free:
+            return False
+        self._free -= count
+        return True
+
+    def release(self) -> None:
+        self._free += 1
+
+
 async def _take(slots: asyncio.Semaphore, count: int) -> None:
     """Acquire ``count`` slots; if interrupted, give back the ones already taken."""
     taken = 0
@@ -317,7 +354,7 @@ async def _take(slots: asyncio.Semaphore, count: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _released_on_error(slots: asyncio.Semaphore, count: int) -> AsyncIterator[None]:
+async def _released_on_error(slots: _Slots, count: int) -> AsyncIterator[None]:
     try:
         yield
     except BaseException:

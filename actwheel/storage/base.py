@@ -385,8 +385,9 @@ class RunRepository(ABC):
 
     @abstractmethod
     async def count_backlog(self, limit: int) -> int:
-        """PENDING runs plus leased (RUNNING, COMPENSATING) ones, each part counted up to ``limit``
-        (so at most ``2 * limit``): a bound check whose cost does not grow with the backlog."""
+        """PENDING runs due now (not planned ahead of a later instant) plus leased (RUNNING, COMPENSATING)
+        ones, each part counted up to ``limit`` (so at most ``2 * limit``): a bound check whose cost does not
+        grow with the backlog."""
 
     @abstractmethod
     async def finish(self, outcome: RunOutcome) -> bool:

@@ -46,8 +46,11 @@ async def finish_pending(engine: Engine) -> None:
                                               status=RunStatus.SUCCEEDED) for r in claimed])
 
 
-async def test_planning_is_held_at_the_bound_and_held_instants_follow_the_misfire_policy(stack: Stack) -> None:
-    engine = stack.engine(roles=NO_ROUTER, plan_backlog=3)
+@pytest.mark.parametrize("fire_ahead_s", [0.0, 1.0], ids=["at-the-instant", "fire-ahead"])
+async def test_planning_is_held_at_the_bound_and_held_instants_follow_the_misfire_policy(
+        stack: Stack, fire_ahead_s: float) -> None:
+    """With fire-ahead on, a run planned ahead joins the backlog at its instant: the bound still holds."""
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=3, fire_ahead_s=fire_ahead_s)
     async with engine:
         await create_every_second(stack, engine, 4)
         await pass_time(stack, 4.5)  # a first announcement or two, until the backlog reaches the bound
@@ -102,3 +105,36 @@ async def test_under_the_bound_an_announcement_plans_without_a_count_of_its_own(
     background = [name for name in counted_in if name == "planner:backlog-count"]
     assert len(background) >= 3, counted_in
     assert len(counted_in) - len(background) <= 1, counted_in  # at most the very first announcement's own
+
+
+async def test_a_quiet_automation_is_planned_on_time_while_the_bound_holds_a_burst(stack: Stack) -> None:
+    """One instant alone in its announcement passes the bound (within the planner's quiet allowance)."""
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=3)
+    async with engine:
+        await create_every_second(stack, engine, 4)
+        half = (stack.clock.now() + timedelta(seconds=2.5)).astimezone(UTC).replace(microsecond=500_000)
+        quiet = await engine.service.create(ALICE, {
+            "name": "quiet", "action": LOG_ACTION, "policy": {"overlap": "allow"},
+            "trigger": {"type": "repeat", "repeat": "CUSTOM", "interval": 1, "time_unit": "SECONDS",
+                        "start_date_time": half.isoformat()}})
+        await pass_time(stack, 4.5)
+        loud_at_bound = await _loud(engine, quiet.id)
+        quiet_at_bound = len(await _runs(engine, quiet.id))
+        for _ in range(6):
+            await pass_time(stack, 1.0)
+        assert await _loud(engine, quiet.id) == loud_at_bound  # the burst's announcements are held
+        assert len(await _runs(engine, quiet.id)) >= quiet_at_bound + 5  # the quiet one's are not
+        planner = engine.actors["planner"]
+        assert isinstance(planner, Planner)
+        assert planner.held >= 1
+
+
+async def _runs(engine: Engine, automation_id: str) -> list[object]:
+    async with engine.store.transaction() as tx:
+        return list(await tx.runs.query(automation_id=automation_id, limit=1000))
+
+
+async def _loud(engine: Engine, quiet_id: str) -> Counter[str]:
+    async with engine.store.transaction() as tx:
+        runs = await tx.runs.query(owner_id="alice", limit=1000)
+    return Counter(r.status.value for r in runs if r.automation_id != quiet_id)

@@ -103,3 +103,15 @@ async def test_withdraw_ahead_refuses_bad_input_naming_the_field(store: Store, a
             await tx.runs.withdraw_ahead(automation_id, reason)  # type: ignore[arg-type]
         assert await tx.runs.going_before([]) == {}
     assert caught.value.field == field
+
+
+async def test_a_run_planned_ahead_is_not_backlog_until_its_instant(store: Store, backend: Backend) -> None:
+    a = await make_automation(store)
+    now = await db_now(store)
+    await make_run(store, a, "k0", scheduled_for=now)
+    await _ahead(store, a, now + timedelta(seconds=1))
+    async with store.transaction() as tx:
+        assert await tx.runs.count_backlog(100) == 1  # the planner may go on planning ahead of it
+    await backend.pass_time(store, 1.2)
+    async with store.transaction() as tx:
+        assert await tx.runs.count_backlog(100) == 2  # its instant came: it waits for an executor now

@@ -29,10 +29,11 @@ EVERY_SECOND = parse({"type": "cron", "expression": "* * * * * ?", "timezone": "
 
 def _plan(*, cursor: datetime = T0, scheduled_for: datetime = T0, now: datetime | None = None,
           busy: bool = False, owner_active: bool = True, trigger: Any = EVERY_MINUTE,
-          overlapped_until: datetime | None = None, **policy: Any) -> Plan:
+          overlapped_until: datetime | None = None, plan_ahead: bool = False, **policy: Any) -> Plan:
     return plan_instants(trigger=trigger, cursor=cursor, scheduled_for=scheduled_for,
                          now=now if now is not None else scheduled_for, policy=Policy.parse(policy),
-                         busy=busy, owner_active=owner_active, overlapped_until=overlapped_until)
+                         busy=busy, owner_active=owner_active, overlapped_until=overlapped_until,
+                         plan_ahead=plan_ahead)
 
 
 def _shape(plan: Plan) -> list[tuple[str, str | None]]:
@@ -290,25 +291,30 @@ async def test_planner_buffer_one_buffers_at_most_one(engine: Engine) -> None:
 
 
 def test_an_instant_ahead_of_now_is_planned_ahead_and_its_overlap_left_to_the_instant() -> None:
-    plan = _plan(now=T0 - timedelta(seconds=1), busy=True)  # a run is going now; it may be over at 09:00
+    plan = _plan(now=T0 - timedelta(seconds=1), busy=True, plan_ahead=True)  # a run is going; over by 09:00?
     assert [(p.at, p.skip_reason, p.ahead) for p in plan.instants] == [(T0, None, True)]
     assert plan.new_next_run_at == T0 + timedelta(minutes=1)
 
 
 def test_an_instant_due_now_is_not_ahead_and_keeps_its_overlap_rule() -> None:
-    plan = _plan(now=T0, busy=True)
+    plan = _plan(now=T0, busy=True, plan_ahead=True)
+    assert [(p.skip_reason, p.ahead) for p in plan.instants] == [("overlap", False)]
+
+
+def test_without_fire_ahead_an_early_announcement_is_planned_as_due() -> None:
+    plan = _plan(now=T0 - timedelta(seconds=1), busy=True)  # a ticker whose clock runs ahead of the database's
     assert [(p.skip_reason, p.ahead) for p in plan.instants] == [("overlap", False)]
 
 
 def test_a_backlog_ending_ahead_fires_the_due_ones_by_the_rules_and_the_ahead_one_ahead() -> None:
     plan = _plan(cursor=T0, scheduled_for=T0 + timedelta(seconds=2), now=T0 + timedelta(seconds=1, milliseconds=500),
-                 trigger=EVERY_SECOND, grace_s=600)  # overlap: skip
+                 trigger=EVERY_SECOND, grace_s=600, plan_ahead=True)  # overlap: skip
     assert [(p.at.second, p.skip_reason, p.ahead) for p in plan.instants] == [
         (0, None, False), (1, "overlap", False), (2, None, True)]
 
 
 def test_a_banned_owner_s_instant_ahead_is_recorded_skipped_not_planned_ahead() -> None:
-    plan = _plan(now=T0 - timedelta(seconds=1), owner_active=False)
+    plan = _plan(now=T0 - timedelta(seconds=1), owner_active=False, plan_ahead=True)
     assert [(p.skip_reason, p.ahead) for p in plan.instants] == [("owner_inactive", False)]
 
 
@@ -320,8 +326,8 @@ def test_the_run_of_an_instant_planned_ahead_may_not_start_before_it() -> None:
         id="a1", owner_id="alice", name="n", trigger={"type": "once", "at": T0.isoformat()}, action_type="simple.op",
         action_config={}, policy={}, labels={}, enabled=True, status=AutomationStatus.ACTIVE, durable=True,
         next_run_at=T0, end_at=None, version=1, partition=0, created_at=T0, updated_at=T0)
-    ahead = _plan(now=T0 - timedelta(seconds=1))
-    due = _plan(now=T0)
+    ahead = _plan(now=T0 - timedelta(seconds=1), plan_ahead=True)
+    due = _plan(now=T0, plan_ahead=True)
     [run] = planned_runs(automation, ahead, dedupe_key_of=schedule_dedupe_key, context={})
     [plain] = planned_runs(automation, due, dedupe_key_of=schedule_dedupe_key, context={})
     assert (run.not_before, run.dedupe_key) == (T0, schedule_dedupe_key(T0))  # the key stays schedule:<instant>

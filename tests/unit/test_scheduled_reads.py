@@ -96,7 +96,7 @@ async def test_a_cancelled_reader_leaves_the_others_their_rows(store: Store) -> 
     ids = await _create(store, 4)
     source = _StoreSchedule(store)
     tasks = [asyncio.create_task(source.get_scheduled(i)) for i in ids]
-    await asyncio.sleep(0)  # every read is queued; the first batch is in flight
+    await asyncio.sleep(0)  # every read is queued (one yield: the batch has not been read yet)
     tasks[2].cancel()
     done = await asyncio.gather(*tasks, return_exceptions=True)
     assert isinstance(done[2], asyncio.CancelledError)

@@ -882,8 +882,10 @@ RETURNING runs.id;
 
 -- name: count_backlog
 -- PENDING and leased runs, each count stopped at :limit (read through runs_pending and runs_leased:
--- the cost is bounded by the limit, not by the backlog).
-SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING' LIMIT :limit))
+-- the cost is bounded by the limit, not by the backlog). A run planned ahead of its instant (fire-ahead)
+-- is not backlog until its instant: it waits for no executor before then.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING'
+                              AND (not_before IS NULL OR not_before <= :now) LIMIT :limit))
      + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit)) AS n;
 
 -- name: insert_automations
