@@ -747,7 +747,7 @@ def main() -> int:
     parser.add_argument("--only", default="idle,burst,transient_burst,sustained,overload,changes",
                         type=lambda s: [x.strip() for x in s.split(",") if x.strip()])
     parser.add_argument("--burst", type=int, default=10_000, help="automations due at one instant")
-    parser.add_argument("--lead", type=float, default=15.0, help="seconds from setup to the burst instant")
+    parser.add_argument("--lead", type=float, default=20.0, help="seconds from setup to the burst instant")
     parser.add_argument("--rate", type=int, default=0, help="automations firing every second "
                                                             "(default: the target, 5000 embedded / 3000 services)")
     parser.add_argument("--capacity", type=float, default=0.0,
