@@ -27,11 +27,21 @@ class Allowance:
 
     def take(self, count: float) -> bool:
         """Spend ``count`` tokens if there are that many now; ``False`` (and nothing spent) otherwise."""
-        now = self._clock.now()
-        elapsed = max(0.0, (now - self._at).total_seconds())
-        self._tokens = min(self._burst, self._tokens + elapsed * self._per_s)
-        self._at = now
+        self._refill()
         if count > self._tokens:
             return False
         self._tokens -= count
         return True
+
+    def charge(self, count: float) -> None:
+        """Spend ``count`` more after the fact (what a pass turned out to cost beyond what it took): the
+        tokens may go below zero, and nothing passes until they are back."""
+        if count > 0:
+            self._refill()
+            self._tokens -= count
+
+    def _refill(self) -> None:
+        now = self._clock.now()
+        elapsed = max(0.0, (now - self._at).total_seconds())
+        self._tokens = min(self._burst, self._tokens + elapsed * self._per_s)
+        self._at = now

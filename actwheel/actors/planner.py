@@ -69,7 +69,7 @@ _CAS_ROUNDS = 5
 #: How often a held due announcement looks at the backlog again (and how long one count is reused).
 BACKLOG_POLL_S = 0.1
 #: A due announcement of at most QUIET_ITEMS instants (a quiet automation's) passes the backlog bound, up to
-#: QUIET_PER_S instants a second: a burst of others does not hold it, and what it costs stays bounded.
+#: QUIET_PER_S runs a second per planner: a burst of others does not hold it, and what it costs stays bounded.
 QUIET_ITEMS = 2
 QUIET_PER_S = 50.0
 AUTOMATION_WRITE = "automation:write"
@@ -301,13 +301,19 @@ class Planner(ConsumerActor):
             unparked = await self._park_busy(unparked)
         if not unparked:
             return 0
-        held = False if self._passes_as_quiet(unparked) else await self._within_backlog()
+        if self._passes_as_quiet(unparked):
+            queued = await self.plan(unparked)
+            self._quiet.charge(queued - len(unparked))  # a caught-up item may queue more than one run
+            return queued
+        held = await self._within_backlog()
         return await self.plan(unparked, catch_up=held)
 
     def _passes_as_quiet(self, items: Sequence[DueItem]) -> bool:
-        """A small announcement over the backlog bound, within the quiet allowance: planned now, not held."""
-        return (self._backlog_limit > 0 and len(items) <= QUIET_ITEMS and self._over_backlog()
-                and self._quiet.take(len(items)))
+        """A small announcement over the backlog bound (by a count taken), within this instance's quiet
+        allowance: planned now, not held. The allowance is charged for the runs the plan queues."""
+        seen = self._backlog_seen
+        return (self._backlog_limit > 0 and len(items) <= QUIET_ITEMS and seen is not None
+                and seen[1] >= self._backlog_limit and self._quiet.take(len(items)))
 
     def _over_backlog(self) -> bool:
         """The last backlog count (or none yet) says this announcement would be held."""

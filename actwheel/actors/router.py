@@ -58,14 +58,16 @@ from actwheel.storage.records import (
 from actwheel.storage.retry import in_transaction
 from actwheel.storage.trail import pipeline_entry
 
-__all__ = ["AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_RESULT_BYTES", "OWNER_INACTIVE", "ExecutorRouter",
-           "authority_of", "bounded_result", "overlapped_outcome", "owner_inactive", "planned_ahead", "request_of"]
+__all__ = ["AHEAD_RECLAIMS", "AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_RESULT_BYTES", "OWNER_INACTIVE",
+           "ExecutorRouter", "authority_of", "bounded_result", "overlapped_outcome", "owner_inactive", "planned_ahead",
+           "request_of"]
 
 #: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
 OWNER_INACTIVE = "owner_inactive"
 #: After the claim at the instant of runs planned ahead, how long before the ones not claimed are tried once
 #: more (a database whose clock runs behind this process's still finds them early).
 AHEAD_RECLAIM_S = 0.25
+AHEAD_RECLAIMS = 8
 #: A ``run.ready`` of at most this many runs may start on the lane's :data:`LANE_SLOTS` slots of its own
 #: (beyond ``concurrency``), so that a quiet automation's run does not wait behind a burst's.
 LANE_RUNS = 4
@@ -158,19 +160,34 @@ class ExecutorRouter(ConsumerActor):
 
     async def _claim_at(self, run_ids: Sequence[str], instant: datetime) -> None:
         """Runs planned ahead of ``instant`` (fire-ahead): wait for it here, holding the delivery (a process
-        that dies meanwhile leaves it unacked: the broker gives it to another instance), then claim. The
-        database's clock decides (the claim needs ``not_before <= now``): what it still finds early is
-        claimed once more after :data:`AHEAD_RECLAIM_S`; anything left after that is the recovery
-        sweeper's, as any PENDING run whose announcement went unanswered. Stopping meanwhile requeues it."""
+        that dies meanwhile leaves it unacked: the broker gives it to another instance), then claim.
+
+        What is not claimed and still PENDING — early by the database's clock (the claim needs
+        ``not_before <= now``), or skipped while an edit's transaction held its row — is claimed again
+        every :data:`AHEAD_RECLAIM_S`, at most :data:`AHEAD_RECLAIMS` times; then it is the recovery
+        sweeper's, as any PENDING run whose announcement went unanswered. Stopping meanwhile requeues the
+        delivery (a claim is a conditional UPDATE: the runs already claimed are not claimed twice)."""
         wait = (instant - self._clock.now()).total_seconds()
         if wait > 0:
             await sleep_or_wake(self._clock, wait, self.stopping, precise=True)
+        rest = list(run_ids)
+        for _ in range(AHEAD_RECLAIMS + 1):
             if self.stopping.is_set():
                 raise Retry()
-        claimed = {r.id for r in await self.claim_and_start(run_ids)}
-        if rest := [i for i in run_ids if i not in claimed]:  # already claimed, withdrawn, or early by the DB
+            claimed = {r.id for r in await self.claim_and_start(rest)}
+            rest = await self._still_pending([i for i in rest if i not in claimed])
+            if not rest:
+                return
             await sleep_or_wake(self._clock, AHEAD_RECLAIM_S, self.stopping)
-            await self.claim_and_start(rest)
+        _log.warning("ahead_runs_left_to_recovery", runs=len(rest), instant=instant.isoformat())
+
+    async def _still_pending(self, run_ids: Sequence[str]) -> list[str]:
+        """Those of ``run_ids`` still PENDING (not claimed elsewhere, withdrawn or canceled meanwhile)."""
+        if not run_ids:
+            return []
+        async with self._store.transaction() as tx:
+            runs = await tx.runs.get_many(run_ids)
+        return [i for i in run_ids if i in runs and runs[i].status is RunStatus.PENDING]
 
     async def on_request(self, delivery: Delivery) -> None:
         """An ad hoc request from the bus. On the amqp bus its publisher must be a service that may act
@@ -233,12 +250,13 @@ class ExecutorRouter(ConsumerActor):
         structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
                                                attempt=run.attempt)  # this task's own context
         try:
-            self._observe_start(run)
-            if overlapped:
+            if overlapped:  # never started: no start lateness
                 outcome = overlapped_outcome(run, self._clock.now())
             elif authority is None:
+                self._observe_start(run)
                 outcome = owner_inactive(run, self._clock.now())
             else:
+                self._observe_start(run)
                 outcome = await self._pipeline.dispatch(request_of(run, authority))
             await self._finish(run, outcome)
         except Exception:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
@@ -244,10 +243,13 @@ class AutomationService:
             spec = self._parser.parse(merged_payload(current, payload), check_ended="trigger" in payload)
             self._require_change(caller, "automation.update", spec.action_type, spec.action_config,
                                  fires=current.enabled)
-            withdrawn = await tx.runs.withdraw_ahead(automation_id, CANCELED_UPDATED)
-            changes = await _changes(tx, current, spec, trigger_changed="trigger" in payload,
-                                     replan_from=withdrawn[0].scheduled_for if withdrawn else None)
+            changes = await _changes(tx, current, spec, trigger_changed="trigger" in payload)
             updated = await tx.automations.update(automation_id, expected_version, changes)
+            # After the version bump (a planner's cursor CAS now fails and plans again from the edited
+            # automation), so that this sees every run planned ahead that was committed before it.
+            withdrawn = await tx.runs.withdraw_ahead(automation_id, CANCELED_UPDATED)
+            if withdrawn and "trigger" not in payload and withdrawn[0].scheduled_for is not None:
+                updated = await tx.automations.rewind_cursor(automation_id, withdrawn[0].scheduled_for)
             await tx.outbox.append(self._events.automation_changed(updated, "updated"))
             await tx.outbox.append_many(self._events.runs_canceled([r.id for r in withdrawn], automation_id,
                                                                    CANCELED_UPDATED))
@@ -396,16 +398,8 @@ def _new_automation(caller: Caller, spec: AutomationSpec, now: Any) -> NewAutoma
 
 
 async def _changes(tx: Transaction, current: Automation, spec: AutomationSpec, *,
-                   trigger_changed: bool, replan_from: datetime | None = None) -> AutomationChanges:
-    """The stored changes of an update. A new trigger starts again from now; otherwise the cursor stays,
-    or, when the update withdrew runs planned ahead of their instants (fire-ahead), goes back to the
-    first of them (``replan_from``) so that they are planned again from the edited automation."""
-    if trigger_changed:
-        next_run_at = first_fire(spec.trigger, await tx.now())
-    elif replan_from is not None and (current.next_run_at is None or replan_from < current.next_run_at):
-        next_run_at = replan_from
-    else:
-        next_run_at = current.next_run_at
+                   trigger_changed: bool) -> AutomationChanges:
+    next_run_at = first_fire(spec.trigger, await tx.now()) if trigger_changed else current.next_run_at
     return AutomationChanges(
         name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
         action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels,

@@ -226,6 +226,13 @@ class SqlAutomations(AutomationRepository):
         assert row is not None  # the state row exists, so its automation does (ON DELETE CASCADE)
         return automation_of_spec_and_state(row, state)
 
+    async def rewind_cursor(self, automation_id: str, to: datetime) -> Automation:
+        at = codec.aware("to", to)
+        if at is None:
+            raise InvalidInput("to", None, "an instant with a time zone")
+        await self._sql.fetchrow("rewind_cursor", {"id": codec.text_field("automation_id", automation_id), "at": at})
+        return await self.get(automation_id)
+
     async def set_enabled(
         self, automation_id: str, enabled: bool, *, expected_version: int | None = None
     ) -> tuple[Automation, list[str]]:

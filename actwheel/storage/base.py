@@ -188,6 +188,16 @@ class AutomationRepository(ABC):
         """
 
     @abstractmethod
+    async def rewind_cursor(self, automation_id: str, to: datetime) -> Automation:
+        """Move the cursor back to ``to`` when it is past it (or NULL: a COMPLETED one becomes ACTIVE again),
+        leaving the version alone: an update that withdrew the runs planned ahead of their instants
+        (fire-ahead) plans them again, in the same transaction as its own version bump. A cursor at or
+        before ``to`` stays.
+
+        :raises NotFound: no automation ``automation_id``
+        """
+
+    @abstractmethod
     async def set_enabled(
         self, automation_id: str, enabled: bool, *, expected_version: int | None = None
     ) -> tuple[Automation, list[str]]:

@@ -17,6 +17,7 @@ from engine_harness import EventLog, Stack
 
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
+from actwheel.errors import Conflict
 from actwheel.service import Caller
 from actwheel.storage.records import AutomationStatus, Run, RunStatus
 
@@ -204,3 +205,40 @@ async def test_overlap_allow_runs_the_run_planned_ahead_beside_the_one_going(emb
         done = await log.wait_count("run.succeeded", 2)
         assert ahead_id in {e["run_id"] for e in done}
         assert log.of("run.skipped") == []
+
+
+async def test_a_refused_edit_inside_the_window_withdraws_nothing(stack: Stack) -> None:
+    engine = stack.engine(fire_ahead_s=LEAD)
+    async with engine, stack.watch(engine) as log:
+        at = _instant(stack, LEAD + 3)
+        automation = await engine.service.create(ALICE, {"trigger": _once(at), "action": LOG_ACTION})
+        [run_id] = (await _planned_ahead(stack, log, at))["run_ids"]
+        with pytest.raises(Conflict):  # a stale version: refused before anything is withdrawn
+            await engine.service.update(ALICE, automation.id, {"action": EDITED_ACTION}, automation.version - 1)
+        assert (await _run(engine, run_id)).status is RunStatus.PENDING
+        await _to(stack, at)
+        [done] = await log.wait_count("run.succeeded", 1)
+        assert done["run_id"] == run_id
+        assert (await _run(engine, run_id)).action_config == LOG_ACTION["config"]
+
+
+async def test_an_engine_stopped_while_it_holds_a_run_planned_ahead_loses_nothing(stack: Stack) -> None:
+    first = stack.engine(fire_ahead_s=LEAD)
+    async with first, stack.watch(first) as log:
+        at = _instant(stack, LEAD + 3)
+        automation = await first.service.create(ALICE, {"trigger": _once(at), "action": LOG_ACTION})
+        [run_id] = (await _planned_ahead(stack, log, at))["run_ids"]
+    # stopped before the instant: the held run.ready went back to the queue (memory bus: the shared one)
+    second = stack.engine(fire_ahead_s=LEAD)
+    async with second, stack.watch(second, "run.succeeded") as after:
+        await _to(stack, at)
+        if isinstance(stack.clock, VirtualClock):  # nothing else moves time: step it for the sweeper too
+            for _ in range(12):
+                if after.of("run.succeeded"):
+                    break
+                await stack.clock.advance_and_settle(0.5)
+                await asyncio.sleep(0.05)
+        [done] = await after.wait_count("run.succeeded", 1, within=20)
+        assert done["run_id"] == run_id
+        runs = await _runs_of(second, automation.id)
+        assert [(r.id, r.status, r.attempt) for r in runs] == [(run_id, RunStatus.SUCCEEDED, 1)]

@@ -115,3 +115,28 @@ async def test_a_run_planned_ahead_is_not_backlog_until_its_instant(store: Store
     await backend.pass_time(store, 1.2)
     async with store.transaction() as tx:
         assert await tx.runs.count_backlog(100) == 2  # its instant came: it waits for an executor now
+
+
+async def test_rewind_cursor_moves_a_later_or_null_cursor_back_without_a_version_bump(store: Store) -> None:
+    from actwheel.errors import NotFound
+    from actwheel.storage.records import AutomationStatus, CursorAdvance
+
+    a = await make_automation(store)
+    assert a.next_run_at is not None
+    earlier = a.next_run_at - timedelta(minutes=5)
+    async with store.transaction() as tx:
+        back = await tx.automations.rewind_cursor(a.id, earlier)
+        kept = await tx.automations.rewind_cursor(a.id, earlier + timedelta(minutes=1))  # already before it
+        assert await tx.automations.advance_cursors([CursorAdvance(
+            automation_id=a.id, version=a.version, expected_next_run_at=earlier, new_next_run_at=None)])
+        completed = await tx.automations.get(a.id)
+        again = await tx.automations.rewind_cursor(a.id, earlier)
+        with pytest.raises(NotFound):
+            await tx.automations.rewind_cursor("nope", earlier)
+        with pytest.raises(InvalidInput) as caught:
+            await tx.automations.rewind_cursor(a.id, None)  # type: ignore[arg-type]
+    assert (back.next_run_at, back.version) == (earlier, a.version)
+    assert kept.next_run_at == earlier
+    assert (completed.status, completed.next_run_at) == (AutomationStatus.COMPLETED, None)
+    assert (again.status, again.next_run_at, again.version) == (AutomationStatus.ACTIVE, earlier, a.version)
+    assert caught.value.field == "to"

@@ -46,3 +46,16 @@ def test_a_clock_that_steps_back_refills_nothing() -> None:
     assert not allowance.take(1)
     clock.at += timedelta(seconds=0.1)  # counted from the stepped-back reading, not from the first
     assert allowance.take(1)
+
+
+def test_a_charge_after_the_fact_can_overdraw_and_holds_the_next_pass_until_paid_back() -> None:
+    clock = VirtualClock()
+    allowance = Allowance(clock, per_s=10, burst=2)
+    assert allowance.take(1)
+    allowance.charge(5)  # the pass queued six runs, not one: 1 - 5 = -4
+    clock.advance(0.45)  # -4 + 4.5 = 0.5
+    assert not allowance.take(1)
+    clock.advance(0.05)
+    assert allowance.take(1)
+    allowance.charge(-3)  # nothing to charge: no refund
+    assert not allowance.take(1)

@@ -173,6 +173,15 @@ WHERE automation_id = :id AND version = :version
   AND next_run_at IS NOT DISTINCT FROM :expected_next_run_at::timestamptz
 RETURNING automation_id AS id;
 
+-- name: rewind_cursor
+-- Fire-ahead: an update withdrew runs planned ahead; the cursor goes back to the first of their instants
+-- (the version was bumped by the update itself, in the same transaction).
+UPDATE automation_state SET
+    next_run_at = :at::timestamptz,
+    status = CASE WHEN status = 'COMPLETED' THEN 'ACTIVE' ELSE status END
+WHERE automation_id = :id AND (next_run_at IS NULL OR next_run_at > :at::timestamptz)
+RETURNING automation_id AS id;
+
 -- name: advance_cursors
 UPDATE automation_state AS s SET
     next_run_at = c.new_next_run_at,
@@ -945,7 +954,8 @@ RETURNING r.id;
 -- name: count_backlog
 -- PENDING and leased runs, each count stopped at :limit (read through runs_pending and runs_leased:
 -- the cost is bounded by the limit, not by the backlog). A run planned ahead of its instant (fire-ahead)
--- is not backlog until its instant: it waits for no executor before then.
+-- is not backlog until its instant: it waits for no executor before then (the scan steps over those,
+-- at most a lead window's instants).
 SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING'
                               AND (not_before IS NULL OR not_before <= now()) LIMIT :limit) p)
      + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit) l) AS n;

@@ -153,6 +153,15 @@ UPDATE automation_state SET
 WHERE automation_id = :id AND version = :version AND next_run_at IS :expected_next_run_at
 RETURNING automation_id AS id;
 
+-- name: rewind_cursor
+-- Fire-ahead: an update withdrew runs planned ahead; the cursor goes back to the first of their instants
+-- (the version was bumped by the update itself, in the same transaction).
+UPDATE automation_state SET
+    next_run_at = :at,
+    status = CASE WHEN status = 'COMPLETED' THEN 'ACTIVE' ELSE status END
+WHERE automation_id = :id AND (next_run_at IS NULL OR next_run_at > :at)
+RETURNING automation_id AS id;
+
 -- name: advance_cursors
 UPDATE automation_state SET
     next_run_at = c.new_next,
@@ -883,7 +892,8 @@ RETURNING runs.id;
 -- name: count_backlog
 -- PENDING and leased runs, each count stopped at :limit (read through runs_pending and runs_leased:
 -- the cost is bounded by the limit, not by the backlog). A run planned ahead of its instant (fire-ahead)
--- is not backlog until its instant: it waits for no executor before then.
+-- is not backlog until its instant: it waits for no executor before then (the scan steps over those,
+-- at most a lead window's instants).
 SELECT (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status = 'PENDING'
                               AND (not_before IS NULL OR not_before <= :now) LIMIT :limit))
      + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE status IN ('RUNNING', 'COMPENSATING') LIMIT :limit)) AS n;
