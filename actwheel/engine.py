@@ -250,7 +250,8 @@ class Engine:
     def _planner(self) -> Actor:
         return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
                        metrics=self.metrics, queue_prefix=self._prefix, backlog_limit=self.settings.plan_backlog,
-                       parking=self.settings.plan_parking, fire_ahead=self.settings.fire_ahead_s > 0)
+                       parking=self.settings.plan_parking and not self.settings.fire_ahead_s,
+                       fire_ahead=self.settings.fire_ahead_s > 0)
 
     def _router(self) -> Actor:
         s = self.settings

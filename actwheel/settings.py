@@ -93,8 +93,8 @@ class Settings:
     plan_parking: bool = True
     #: Fire-ahead (``ACTWHEEL_FIRE_AHEAD_S``, 0 = off, at most 5): a stored automation's instant is announced
     #: and planned this long before it, its run committed PENDING with ``not_before`` = the instant, and the
-    #: router starts it at the instant (a busy automation's instant is planned at the instant instead).
-    #: docs/design.md, invariant 14.
+    #: router starts it at the instant. On, it switches parked overlaps off (each instant's overlap is judged
+    #: when its run is claimed, at the instant). docs/design.md, "Fire-ahead".
     fire_ahead_s: float = 0.0
     #: How long finished runs (with their audit rows), published outbox rows, dead letters and idempotency
     #: keys are kept (``ACTWHEEL_RETENTION_S``, 30 days): the recovery role's retention sweeper removes them

@@ -117,8 +117,6 @@ class Planner(ConsumerActor):
         self._events_declared = False
         self._parsed = ParsedSpecs()
         self._observers: list[Callable[[Sequence[Run], datetime], None]] = []
-        #: Fire-ahead: busy automations' instants waiting to be planned at their instant (:meth:`_defer`).
-        self._deferrals: set[asyncio.Task[None]] = set()
 
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
@@ -153,14 +151,7 @@ class Planner(ConsumerActor):
         would be), so that nothing is announced. Only while this planner is ready: a stopping or
         restarting one would not check (the ticker then announces, and whichever planner gets it plans
         it, or keeps it with its own parking)."""
-        return (self.state is ActorState.READY and not self._ahead_of_now(scheduled_for)
-                and self.parked.absorb(automation_id, scheduled_for))
-
-    def _ahead_of_now(self, instant: datetime) -> bool:
-        """Fire-ahead: ``instant`` is still to come. Such an instant is never kept with a parked automation
-        (parking judges an instant by what is going after its announcement, which would be the lead early);
-        it is planned, and deferred to its instant when its automation is busy (:meth:`_defer`)."""
-        return self._fire_ahead and instant > self._clock.now()
+        return self.state is ActorState.READY and self.parked.absorb(automation_id, scheduled_for)
 
     async def _check_parked_overlaps(self) -> None:
         """Every :data:`PARK_CHECK_S`, release what is parked and no longer busy (every parked one each
@@ -302,21 +293,20 @@ class Planner(ConsumerActor):
             raise outcome_of(exc) from exc
         self._recount_soon()
 
-    async def on_due_items(self, items: Sequence[DueItem], *, ahead: bool = True) -> int:
+    async def on_due_items(self, items: Sequence[DueItem]) -> int:
         """Plan an announcement's items: those of parked automations are kept with them (judged at the
         next check), the rest planned once the backlog allows. Returns how many runs were queued."""
-        unparked = [i for i in items if self._ahead_of_now(i.scheduled_for)
-                    or not self.parked.absorb(i.automation_id, i.scheduled_for)]
+        unparked = [i for i in items if not self.parked.absorb(i.automation_id, i.scheduled_for)]
         if unparked and self._parking and self._over_backlog():
             unparked = await self._park_busy(unparked)
         if not unparked:
             return 0
         if self._passes_as_quiet(unparked):
-            queued = await self.plan(unparked, ahead=ahead)
+            queued = await self.plan(unparked)
             self._quiet.charge(queued - len(unparked))  # a caught-up item may queue more than one run
             return queued
         held = await self._within_backlog()
-        return await self.plan(unparked, catch_up=held, ahead=ahead)
+        return await self.plan(unparked, catch_up=held)
 
     def _passes_as_quiet(self, items: Sequence[DueItem]) -> bool:
         """A small announcement over the backlog bound (by a count taken), within this instance's quiet
@@ -334,9 +324,8 @@ class Planner(ConsumerActor):
         """Before holding an announcement for the backlog, park the automations it names that are busy
         (a read: their plans are overlap skips only, nothing to write), so that only the ones that
         would fire are held, and a held announcement never holds up parking. Returns the others."""
-        due = [i for i in items if not self._ahead_of_now(i.scheduled_for)]  # ahead: judged at the instant
         async with self._store.transaction() as tx:
-            await self._plans(tx, latest_per_automation(due), await tx.now(), False, {})
+            await self._plans(tx, latest_per_automation(items), await tx.now(), False, {})
         return [i for i in items if i.automation_id not in self.parked]
 
     async def _within_backlog(self) -> bool:
@@ -419,11 +408,9 @@ class Planner(ConsumerActor):
         await super().drain()
         if self._recount is not None:
             await self._recount  # one count at most: bounded by the store's own timeouts
-        if self._deferrals:  # woken by stopping: each returns at once, or finishes the plan it is in
-            await asyncio.gather(*self._deferrals, return_exceptions=True)
 
     async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False,
-                   released: dict[str, Release] | None = None, ahead: bool = True) -> int:
+                   released: dict[str, Release] | None = None) -> int:
         """Plan every item; returns how many runs were queued. Retries lost CAS rounds.
 
         ``catch_up``: plan each automation up to the transaction's now, not only to its item's instant
@@ -434,7 +421,7 @@ class Planner(ConsumerActor):
         for _ in range(_CAS_ROUNDS):
             if not pending:
                 return queued
-            lost, fired = await self._plan_round(pending, catch_up, released or {}, ahead)
+            lost, fired = await self._plan_round(pending, catch_up, released or {})
             queued += fired
             pending = lost
         if pending:
@@ -442,13 +429,11 @@ class Planner(ConsumerActor):
             raise Retry(delay=0.5)
         return queued
 
-    async def _plan_round(self, items: list[DueItem], catch_up: bool, released: dict[str, Release],
-                          ahead: bool = True) -> tuple[list[DueItem], int]:
-        deferred: list[DueItem] = []
+    async def _plan_round(self, items: list[DueItem], catch_up: bool,
+                          released: dict[str, Release]) -> tuple[list[DueItem], int]:
         async with self._store.transaction() as tx:
             now = await tx.now()
-            planned = await self._plans(tx, items, now, catch_up, released,
-                                        deferred=deferred if ahead and self._fire_ahead else None)
+            planned = await self._plans(tx, items, now, catch_up, released)
             advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,
                                       expected_next_run_at=p.automation.next_run_at,
                                       new_next_run_at=p.plan.new_next_run_at) for p in planned]
@@ -457,20 +442,15 @@ class Planner(ConsumerActor):
             inserted = await tx.runs.insert_many([run for p in winners for run in _runs_of(p)])
             await self._announce(tx, winners, inserted)
         self._observe(inserted)
-        self._defer(deferred)
         self._park_again(winners, released, {i.automation_id: i.scheduled_for for i in items})
         by_id = {item.automation_id: item for item in items}
         lost = [by_id[p.automation.id] for p in planned if p.automation.id not in won]
         return lost, sum(1 for r in inserted if r.created and r.run.status is RunStatus.PENDING)
 
-    async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime, catch_up: bool,
-                     released: dict[str, Release], *, deferred: list[DueItem] | None = None) -> list[_Planned]:
+    async def _plans(self, tx: Transaction, items: list[DueItem], now: datetime,
+                     catch_up: bool, released: dict[str, Release]) -> list[_Planned]:
         """The plan of each plannable automation; a busy one whose plan is overlap skips only is parked
-        instead (no plan: nothing is written and its cursor stays) when parking is on.
-
-        ``deferred`` (fire-ahead, planning ahead): a busy automation whose instant is still to come and
-        whose overlap policy is not ``allow`` is not planned now but appended here, to be planned at its
-        instant like an instant announced then (its overlap judged then; parked when parking is on)."""
+        instead (no plan: nothing is written and its cursor stays) when parking is on."""
         found = await tx.automations.get_many([i.automation_id for i in items])
         automations = [found[i.automation_id] for i in items if i.automation_id in found]
         due_for = {i.automation_id: max(i.scheduled_for, now) if catch_up else i.scheduled_for for i in items}
@@ -484,39 +464,13 @@ class Planner(ConsumerActor):
         planned = [_Planned(a, self._closing_plan(a, overlapped[a.id], now, owners[a.owner_id])) for a in closing]
         for a in live:
             trigger, policy = self._parsed.get(a)
-            if deferred is not None and busy.get(a.id) and policy.overlap != "allow" and due_for[a.id] > now:
-                deferred.append(DueItem(automation_id=a.id, scheduled_for=due_for[a.id]))
-                continue
             plan = plan_instants(
                 trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
                 policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id],
-                overlapped_until=overlapped.get(a.id), plan_ahead=self._fire_ahead and deferred is not None)
+                overlapped_until=overlapped.get(a.id), plan_ahead=self._fire_ahead)
             if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id])):
                 planned.append(_Planned(a, plan))
         return planned
-
-    def _defer(self, items: list[DueItem]) -> None:
-        """Plan ``items`` (busy automations' instants still to come) at their instants, in the background:
-        one task per instant. Memory only, as parking is: lost to a stop or a crash, the cursor never
-        moved, and the next announcement plans the instant from it by the ordinary rules."""
-        by_instant: dict[datetime, list[DueItem]] = {}
-        for item in items:
-            by_instant.setdefault(item.scheduled_for, []).append(item)
-        for at, group in by_instant.items():
-            task = asyncio.create_task(self._plan_at(at, group), name="planner:deferred")
-            self._deferrals.add(task)
-            task.add_done_callback(self._deferrals.discard)
-
-    async def _plan_at(self, at: datetime, items: list[DueItem]) -> None:
-        wait = (at - self._clock.now()).total_seconds()
-        if wait > 0:
-            await sleep_or_wake(self._clock, wait, self.stopping, precise=True)
-        if self.stopping.is_set():
-            return
-        try:
-            await self.on_due_items(items, ahead=False)
-        except Exception:  # the cursors are the truth: the next announcement plans these instants
-            _log.warning("deferred_plan_failed", automations=len(items), exc_info=True)
 
     def _closing_plan(self, automation: Automation, until: datetime, now: datetime, owner_active: bool) -> Plan:
         """A released automation disabled while parked: its instants up to ``until`` (no later than the

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from actwheel.actions.registry import ActionRegistry
@@ -399,13 +399,19 @@ def _new_automation(caller: Caller, spec: AutomationSpec, now: Any) -> NewAutoma
 
 async def _changes(tx: Transaction, current: Automation, spec: AutomationSpec, *,
                    trigger_changed: bool) -> AutomationChanges:
-    next_run_at = first_fire(spec.trigger, await tx.now()) if trigger_changed else current.next_run_at
-    return AutomationChanges(
+    """The stored changes of an update. A new trigger starts its cursor from now; otherwise the cursor and
+    the status are left as the state row has them (``None``), not as ``current`` read them: a planner may
+    have moved the cursor since (its CAS does not bump the version), and writing the read value back
+    would move it backwards over instants already recorded."""
+    changes = AutomationChanges(
         name=spec.name, trigger=spec.trigger_spec, action_type=spec.action_type,
-        action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels,
-        next_run_at=next_run_at, clear_next_run_at=next_run_at is None,
-        status=AutomationStatus.ACTIVE if next_run_at is not None or spec.trigger.is_event
-        else current.status)
+        action_config=spec.action_config, policy=spec.policy.to_dict(), labels=spec.labels)
+    if not trigger_changed:
+        return changes
+    next_run_at = first_fire(spec.trigger, await tx.now())
+    return replace(
+        changes, next_run_at=next_run_at, clear_next_run_at=next_run_at is None,
+        status=AutomationStatus.ACTIVE if next_run_at is not None or spec.trigger.is_event else current.status)
 
 
 async def _move_past_cursor(tx: Transaction, automation: Automation) -> Automation:

@@ -169,15 +169,15 @@ async def test_a_disable_or_delete_inside_the_window_cancels_the_run_planned_ahe
             planned.id, RunStatus.CANCELED, f"automation_{change}d", _key(at))
 
 
-async def test_a_run_started_inside_the_window_overlaps_the_run_planned_ahead_at_its_claim(stack: Stack) -> None:
+async def test_the_overlap_check_of_a_run_planned_ahead_is_taken_at_its_instant(stack: Stack) -> None:
     engine = stack.engine(fire_ahead_s=LEAD)
     async with engine, stack.watch(engine) as log:
         at = _instant(stack, LEAD + 3)
         automation = await engine.service.create(ALICE, {"trigger": _once(at), "action": LONG_ACTION,
                                                          "policy": {"overlap": "skip"}})
-        [ahead_id] = (await _planned_ahead(stack, log, at))["run_ids"]  # nothing going: planned ahead
-        manual = await engine.service.run_now(ALICE, automation.id)  # inside the window: still going at the instant
-        await _until_running(engine, manual.id)
+        manual = await engine.service.run_now(ALICE, automation.id)  # still going at the instant
+        [ahead_id] = (await _planned_ahead(stack, log, at))["run_ids"]
+        assert (await _run(engine, ahead_id)).status is RunStatus.PENDING  # not judged at planning
         await _to(stack, at)
         [skipped] = await log.wait_count("run.skipped", 1)
         assert (skipped["run_id"], skipped["reason"]) == (ahead_id, "overlap")
@@ -189,26 +189,6 @@ async def test_a_run_started_inside_the_window_overlaps_the_run_planned_ahead_at
         phases = [e.phase for e in trail]
         assert phases[0] == "OVERLAP", phases
         assert not {"DISPATCH", "EXECUTE"} & set(phases), phases
-
-
-async def test_a_busy_automation_s_instant_is_planned_at_the_instant_not_ahead(stack: Stack) -> None:
-    engine = stack.engine(fire_ahead_s=LEAD, plan_parking=False)  # a row per skipped instant, at once
-    async with engine, stack.watch(engine) as log:
-        at = _instant(stack, LEAD + 3)
-        automation = await engine.service.create(ALICE, {"trigger": _once(at), "action": LONG_ACTION,
-                                                         "policy": {"overlap": "skip"}})
-        manual = await engine.service.run_now(ALICE, automation.id)  # going before the window and at the instant
-        await _until_running(engine, manual.id)
-        await _to(stack, at - timedelta(seconds=LEAD - 0.5))  # inside the window: deferred, nothing planned
-        await _to(stack, at)
-        [skipped] = await log.wait_count("run.skipped", 1)
-        planned = await _run(engine, skipped["run_id"])
-        assert (planned.scheduled_for, planned.reason, planned.not_before) == (at, "overlap", None)
-        assert planned.created_at >= at  # judged at its instant, against the run going then
-        assert _ahead(log) == []
-        await _to(stack, at + timedelta(seconds=LEAD + 6))
-        [done] = await log.wait_count("run.succeeded", 1, within=20)
-        assert done["run_id"] == manual.id
 
 
 async def test_overlap_allow_runs_the_run_planned_ahead_beside_the_one_going(embedded: Stack) -> None:
