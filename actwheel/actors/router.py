@@ -64,8 +64,8 @@ __all__ = ["AHEAD_RECLAIMS", "AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_
 
 #: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
 OWNER_INACTIVE = "owner_inactive"
-#: After the claim at the instant of runs planned ahead, how long before the ones not claimed are tried once
-#: more (a database whose clock runs behind this process's still finds them early).
+#: After the claim at the instant of runs planned ahead, how long before the ones still PENDING are claimed
+#: again (a database whose clock runs behind this process's, or an edit's open transaction), and how often.
 AHEAD_RECLAIM_S = 0.25
 AHEAD_RECLAIMS = 8
 #: A ``run.ready`` of at most this many runs may start on the lane's :data:`LANE_SLOTS` slots of its own
