@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from engine_harness import EventLog, Stack
+from procs import eventually
 
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
@@ -70,11 +71,12 @@ async def _runs_of(engine: Engine, automation_id: str) -> list[Run]:
     return sorted(runs, key=lambda r: (r.created_at, r.status is not RunStatus.CANCELED))
 
 
-async def _until_running(engine: Engine, run_id: str, within: float = 15.0) -> None:
+async def _until_running(engine: Engine, run_id: str) -> None:
     """Poll the run's row (bounded) until a router has claimed it: nothing is published at a claim."""
-    async with asyncio.timeout(within):
-        while (await _run(engine, run_id)).status is not RunStatus.RUNNING:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+    async def running() -> bool:
+        return (await _run(engine, run_id)).status is RunStatus.RUNNING
+
+    await eventually(running, within=15, every=0.02, what=f"run {run_id} to be claimed")
 
 
 def _key(at: datetime) -> str:

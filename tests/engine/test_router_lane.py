@@ -4,10 +4,10 @@ Embedded stack, virtual time: the burst's runs wait on the clock, which the test
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, timedelta
 
 from engine_harness import Stack
+from procs import eventually
 
 from actwheel.actors.router import LANE_RUNS
 from actwheel.actors.ticker import WheelTicker
@@ -30,9 +30,11 @@ async def test_a_single_run_starts_while_a_burst_holds_every_shared_slot(embedde
                                                     "trigger": {"type": "event", "routing_key": "x.y"}})
         ticker = engine.actors["ticker"]
         assert isinstance(ticker, WheelTicker)
-        async with asyncio.timeout(15):  # every timer loaded: the burst is one announcement, one run.ready
-            while ticker.wheel_size < len(burst):  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+
+        async def loaded() -> bool:  # every timer loaded: the burst is one announcement, one run.ready
+            return ticker.wheel_size >= len(burst)
+
+        await eventually(loaded, within=15, every=0.01, what="every burst timer in the wheel")
         await embedded.clock.advance_and_settle(2.0)
         await log.wait_for(lambda lg: any(len(e["run_ids"]) > LANE_RUNS for e in lg.of("run.ready")), within=15)
         run = await engine.service.run_now(ALICE, quick.id)  # one run: the lane
