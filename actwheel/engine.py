@@ -29,7 +29,7 @@ from actwheel.actors.planner import Planner
 from actwheel.actors.queues import automation_changes, role_queues
 from actwheel.actors.recovery import RecoverySweeper
 from actwheel.actors.retention import RetentionSweeper
-from actwheel.actors.router import ExecutorRouter
+from actwheel.actors.router import AHEAD_HELD, ExecutorRouter
 from actwheel.actors.supervisor import Supervisor
 from actwheel.actors.ticker import ScheduledAutomation, WheelTicker, scheduled_of
 from actwheel.actors.transient import TransientTimers
@@ -258,7 +258,7 @@ class Engine:
         return ExecutorRouter(bus=self.bus, store=self.store, pipeline=self.pipeline, actions=self.control.actions,
                               events=self.events, clock=self.clock, metrics=self.metrics, instance=s.instance,
                               lease_s=s.lease_s, concurrency=s.router_concurrency, queue_prefix=self._prefix,
-                              implicit_owners=not s.auth)
+                              implicit_owners=not s.auth, ahead_held=AHEAD_HELD if s.fire_ahead_s else 0)
 
     def _recovery(self) -> Actor:
         s = self.settings

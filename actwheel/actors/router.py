@@ -58,9 +58,9 @@ from actwheel.storage.records import (
 from actwheel.storage.retry import in_transaction
 from actwheel.storage.trail import pipeline_entry
 
-__all__ = ["AHEAD_RECLAIMS", "AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_RESULT_BYTES", "OWNER_INACTIVE",
-           "ExecutorRouter", "authority_of", "bounded_result", "overlapped_outcome", "owner_inactive", "planned_ahead",
-           "request_of"]
+__all__ = ["AHEAD_HELD", "AHEAD_RECLAIMS", "AHEAD_RECLAIM_S", "LANE_RUNS", "LANE_SLOTS", "MAX_RESULT_BYTES",
+           "OWNER_INACTIVE", "ExecutorRouter", "authority_of", "bounded_result", "overlapped_outcome",
+           "owner_inactive", "planned_ahead", "request_of"]
 
 #: The reason of a run whose owner is missing or banned when it is dispatched (as the planner's).
 OWNER_INACTIVE = "owner_inactive"
@@ -72,6 +72,9 @@ AHEAD_RECLAIMS = 8
 #: (beyond ``concurrency``), so that a quiet automation's run does not wait behind a burst's.
 LANE_RUNS = 4
 LANE_SLOTS = 16
+#: With fire-ahead on, ``run.ready`` deliveries the router may hold until their instant beyond its prefetch
+#: (64 at most) for the ones it claims at once, so that held ones do not keep a run now from being delivered.
+AHEAD_HELD = 256
 _log = get_logger("actwheel.router")
 
 
@@ -90,10 +93,15 @@ class ExecutorRouter(ConsumerActor):
 
     def __init__(self, *, bus: Bus, store: Store, pipeline: DispatchPipeline, actions: ActionService,
                  events: EventFactory, clock: Clock, metrics: Metrics, instance: str, lease_s: float = 30.0,
-                 concurrency: int = 256, queue_prefix: str = "", implicit_owners: bool = False) -> None:
+                 concurrency: int = 256, queue_prefix: str = "", implicit_owners: bool = False,
+                 ahead_held: int = 0) -> None:
         """``implicit_owners``: an owner without a principal row runs with every scope (``--insecure-no-auth``
-        only); otherwise such a run is SKIPPED(owner_inactive) like a banned owner's."""
+        only); otherwise such a run is SKIPPED(owner_inactive) like a banned owner's.
+
+        ``ahead_held``: extra ``run.ready`` prefetch for deliveries held until their instant (fire-ahead on:
+        :data:`AHEAD_HELD`; 0, the default, keeps the prefetch of the runs claimed at once as it is)."""
         super().__init__(bus)
+        self._ahead_held = ahead_held
         self._implicit_owners = implicit_owners
         self._store = store
         self._pipeline = pipeline
@@ -122,7 +130,7 @@ class ExecutorRouter(ConsumerActor):
         topology, prefix = self.bus.topology, self._prefix
         prefetch = max(1, min(self._concurrency, 64))
         return (
-            Intake(queues.router_ready(topology, prefix), self.on_ready, prefetch),
+            Intake(queues.router_ready(topology, prefix), self.on_ready, prefetch + self._ahead_held),
             Intake(queues.router_requests(topology, prefix), self.on_request, prefetch),
         )
 
@@ -171,14 +179,15 @@ class ExecutorRouter(ConsumerActor):
         if wait > 0:
             await sleep_or_wake(self._clock, wait, self.stopping, precise=True)
         rest = list(run_ids)
-        for _ in range(AHEAD_RECLAIMS + 1):
+        for attempt in range(AHEAD_RECLAIMS + 1):
+            if attempt:
+                await sleep_or_wake(self._clock, AHEAD_RECLAIM_S, self.stopping)
             if self.stopping.is_set():
                 raise Retry()
             claimed = {r.id for r in await self.claim_and_start(rest)}
             rest = await self._still_pending([i for i in rest if i not in claimed])
             if not rest:
                 return
-            await sleep_or_wake(self._clock, AHEAD_RECLAIM_S, self.stopping)
         _log.warning("ahead_runs_left_to_recovery", runs=len(rest), instant=instant.isoformat())
 
     async def _still_pending(self, run_ids: Sequence[str]) -> list[str]:

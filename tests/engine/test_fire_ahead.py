@@ -16,9 +16,11 @@ import pytest
 from engine_harness import EventLog, Stack
 from procs import eventually
 
+from actwheel.bus.envelope import Envelope
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
 from actwheel.errors import Conflict
+from actwheel.messages import RunsReady
 from actwheel.service import Caller
 from actwheel.storage.records import AutomationStatus, Run, RunStatus
 
@@ -244,3 +246,20 @@ async def test_an_engine_stopped_while_it_holds_a_run_planned_ahead_loses_nothin
         assert done["run_id"] == run_id
         runs = await _runs_of(second, automation.id)
         assert [(r.id, r.status, r.attempt) for r in runs] == [(run_id, RunStatus.SUCCEEDED, 1)]
+
+
+async def test_deliveries_held_for_their_instant_do_not_keep_a_run_now_from_being_delivered(stack: Stack) -> None:
+    """More ``run.ready`` deliveries held until their instant than the prefetch the router has for runs it
+    claims at once (2 here): a run now published after them is still delivered and runs at once."""
+    engine = stack.engine(fire_ahead_s=LEAD, router_concurrency=2)
+    async with engine, stack.watch(engine) as log:
+        quick = await engine.service.create(ALICE, {"action": LOG_ACTION,
+                                                    "trigger": {"type": "event", "routing_key": "x.y"}})
+        later = _instant(stack, 600)  # held for the whole test; the engine's stop gives them back
+        for i in range(4):
+            held = RunsReady(run_ids=(f"run_held{i}",), not_before=later)
+            await engine.bus.publish(engine.bus.topology.events, RunsReady.TYPE,
+                                     Envelope.new(type=held.TYPE, data=held.to_data(), source="test"))
+        run = await engine.service.run_now(ALICE, quick.id)
+        [done] = await log.wait_count("run.succeeded", 1, within=15)
+        assert done["run_id"] == run.id
