@@ -229,6 +229,7 @@ class Engine:
         ticker, planner = actors.get("ticker"), actors.get("planner")
         if isinstance(ticker, WheelTicker) and isinstance(planner, Planner):
             ticker.keep = planner.keep_announced  # parked automations' instants stay in this process
+            ticker.at_instant = planner.at_instant  # fire-ahead: a busy one's instant is handed over at it
         if "recovery" in s.roles:  # history is swept by the instances that sweep leases (one at a time: a lease)
             actors["retention"] = self._retention()
         return actors
@@ -250,7 +251,7 @@ class Engine:
     def _planner(self) -> Actor:
         return Planner(bus=self.bus, store=self.store, service=self.service, events=self.events, clock=self.clock,
                        metrics=self.metrics, queue_prefix=self._prefix, backlog_limit=self.settings.plan_backlog,
-                       parking=self.settings.plan_parking and not self.settings.fire_ahead_s,
+                       parking=self.settings.plan_parking,
                        fire_ahead=self.settings.fire_ahead_s > 0)
 
     def _router(self) -> Actor:

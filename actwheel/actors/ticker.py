@@ -144,12 +144,24 @@ class _Timer:
     #: The instant after ``scheduled_for`` once :meth:`WheelTicker._caught_up` has computed it (a due timer's
     #: next timer is scheduled from it: one trigger computation per instant, not two).
     following: datetime | None = None
+    #: Fire-ahead: moved from its lead window to its instant, because the planner asked for it there
+    #: (``at_instant``); it fires at its instant, as a transient one does.
+    at_instant: bool = False
 
 
 Publish = Callable[[AutomationsDue], Awaitable[None]]
 #: ``keep(automation_id, instant)``: ``True`` when this instance's planner has the automation parked and
 #: keeps the instant (it is then not announced), ``False`` when it should be announced.
 Keep = Callable[[str, datetime], bool]
+
+
+#: ``at_instant(automation_id)``: ``True`` when this instance's planner wants the automation's instant at the
+#: instant, not its lead window early (fire-ahead; a busy automation it parks).
+AtInstant = Callable[[str], bool]
+
+
+def _never(_automation_id: str) -> bool:
+    return False
 
 
 def _keeps_nothing(_automation_id: str, _instant: datetime) -> bool:
@@ -173,11 +185,14 @@ class WheelTicker(Actor):
         transients: TransientSchedule | None = None,
         keep: Keep = _keeps_nothing,
         lead_s: float = 0.0,
+        at_instant: AtInstant = _never,
     ) -> None:
         """``lead_s``: fire-ahead — a stored automation's instant is announced this long before it (the
-        planner then plans it ahead, ``not_before`` = the instant); transient ones fire at their instant."""
+        planner then plans it ahead, ``not_before`` = the instant); transient ones fire at their instant, and
+        so does a stored one for which ``at_instant`` says so when its lead-early timer comes due."""
         super().__init__()
         self.keep = keep
+        self.at_instant = at_instant
         self._lead = timedelta(seconds=lead_s)
         self._lead_ms = int(lead_s * 1000)
         self._source = source
@@ -244,7 +259,10 @@ class WheelTicker(Actor):
         now = self._clock.now()
         self._changed_in_tick.clear()
         ahead = now + self._lead  # a stored automation's timer is in the wheel at its instant minus the lead
-        due = [self._caught_up(timer, now if timer.transient else ahead) for timer in self._wheel.advance(_ms(now))]
+        due = [self._caught_up(timer, now if timer.transient or timer.at_instant else ahead)
+               for timer in self._wheel.advance(_ms(now))]
+        if self._lead_ms:
+            due = self._move_to_instant(due, now)
         fired = [t for t in due if not t.transient]
         keep = self.keep
         announced = [t for t in fired if not keep(t.automation_id, t.scheduled_for)]
@@ -256,6 +274,20 @@ class WheelTicker(Actor):
         await self._schedule_all_following(fired)
         self._on_wheel_size(len(self._wheel))
         return len(due)
+
+    def _move_to_instant(self, due: list[_Timer], now: datetime) -> list[_Timer]:
+        """Fire-ahead: the timers fired their lead early whose planner wants them at their instant go back
+        into the wheel at it, unannounced (before any await of the tick: a change applied meanwhile places
+        its own timer, which this must not overwrite). Returns the others."""
+        at_instant = self.at_instant
+        kept: list[_Timer] = []
+        for timer in due:
+            if timer.transient or timer.at_instant or timer.scheduled_for <= now or not at_instant(timer.automation_id):
+                kept.append(timer)
+                continue
+            self._wheel.schedule(timer.automation_id, _ms(timer.scheduled_for),
+                                 _Timer(timer.automation_id, timer.scheduled_for, timer.trigger, at_instant=True))
+        return kept
 
     async def refill(self) -> None:
         """Load everything due before now + horizon into the wheel."""

@@ -407,3 +407,65 @@ async def test_this_instances_ticker_hands_a_parked_instant_to_its_planner_while
     assert planner.parked.to_check(everything=False) == {automation_id: T[3]}
     planner.request_stop()
     assert not planner.keep_announced(automation_id, T[4])  # a stopping planner checks no more: announced
+
+
+# --- with fire-ahead -------------------------------------------------------------------------------
+
+
+async def test_with_fire_ahead_a_busy_automation_is_handed_over_at_its_instant_and_parked_there(
+        tmp_path: Path, clock: VirtualClock) -> None:
+    """Fire-ahead keeps parking on: an automation seen busy when an instant of it was planned ahead gets its
+    next instant at the instant (the ticker asks :meth:`Planner.at_instant`), where parking judges it; an
+    instant still ahead is never kept by parking (it is planned ahead, its overlap judged at its claim)."""
+    lead = timedelta(seconds=2)
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False,
+                             fire_ahead_s=2.0), clock=clock)
+    await engine.store.start()
+    try:
+        automation_id = await _create(engine)
+        planner, ticker = _planner(engine), engine.actors["ticker"]
+        assert isinstance(ticker, WheelTicker)
+        assert ticker.at_instant == planner.at_instant  # the engine wires its own planner in
+        planner.mark_ready()
+        await _announce(engine, clock, automation_id, T[1])  # fires at its instant
+        assert not planner.at_instant(automation_id)
+
+        clock.set(T[2] - lead)  # T[2] announced its lead early while T[1]'s run is still going
+        assert await planner.on_due_items([DueItem(automation_id=automation_id, scheduled_for=T[2])]) == 1
+        runs = await _runs(engine, automation_id)
+        assert [(r.status.value, r.not_before) for r in runs] == [("PENDING", None), ("PENDING", T[2])]
+        assert planner.at_instant(automation_id)  # seen busy: its next instant is wanted at the instant
+
+        await _announce(engine, clock, automation_id, T[3])  # handed over at T[3], still busy: parked
+        assert automation_id in planner.parked
+        assert len(await _runs(engine, automation_id)) == 2  # nothing written for T[3]
+        assert planner.at_instant(automation_id)
+
+        clock.set(T[4] - lead)  # an instant still ahead: parking does not keep it, it is planned ahead
+        assert not planner.keep_announced(automation_id, T[4])
+        assert await planner.on_due_items([DueItem(automation_id=automation_id, scheduled_for=T[4])]) == 1
+        runs = await _runs(engine, automation_id)
+        assert _rows(runs)[2:] == [("SKIPPED", "overlap", 1), ("PENDING", None, 1)]
+        assert (runs[2].scheduled_for, runs[3].scheduled_for, runs[3].not_before) == (T[3], T[4], T[4])
+
+        assert await planner.release_parked() == 0  # T[4]'s run planned ahead counts as going: still parked
+        assert automation_id in planner.parked
+        for run in (runs[0], runs[1], runs[3]):
+            await _end(engine, run)
+        clock.set(T[4] + timedelta(seconds=1))
+        assert await planner.release_parked() == 0  # its cursor is past what it kept: nothing more
+        assert automation_id not in planner.parked
+        assert _instants(await _runs(engine, automation_id)) == T[1:5]  # every instant once
+    finally:
+        await engine.store.stop()
+
+
+async def test_without_fire_ahead_the_planner_never_asks_for_an_instant(engine: Engine, clock: VirtualClock) -> None:
+    automation_id = await _create(engine)
+    planner = _planner(engine)
+    planner.mark_ready()
+    await _announce(engine, clock, automation_id, T[1])
+    await _announce(engine, clock, automation_id, T[2])  # parked
+    assert automation_id in planner.parked
+    assert not planner.at_instant(automation_id)
+    assert planner.keep_announced(automation_id, T[3])  # without fire-ahead any announced instant is kept

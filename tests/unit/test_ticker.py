@@ -487,3 +487,45 @@ async def test_with_a_lead_a_transient_instant_still_fires_at_the_instant(start:
     assert transients.fired == []  # its runs are inserted by the ticker: never before the instant
     await h.at(T0 + timedelta(minutes=1))
     assert transients.fired == [[("tr_1", T0 + timedelta(minutes=1))]]
+
+
+async def test_with_a_lead_an_instant_the_planner_wants_at_the_instant_is_handed_over_then(start: Start) -> None:
+    """Fire-ahead with parking: a busy automation's instant is not announced its lead early but handed to
+    the planner (kept, or announced) at the instant itself; its next instant gets the lead again unless
+    the planner still asks."""
+    source = Source()
+    source.add("busy", T0 + timedelta(minutes=1))
+    source.add("free", T0 + timedelta(minutes=1))
+    kept: list[tuple[str, datetime]] = []
+    wanted = {"busy"}
+
+    def keep(automation_id: str, instant: datetime) -> bool:
+        kept.append((automation_id, instant))
+        return False  # not parked (yet): announced
+
+    h = await start(source, keep=keep, lead_s=2.0, at_instant=lambda a: a in wanted)
+    await h.at(T0 + timedelta(seconds=58))
+    assert h.items() == [("free", T0 + timedelta(minutes=1))]  # the lead early: only the free one
+    await h.at(T0 + timedelta(seconds=59, microseconds=999_000))
+    assert len(h.items()) == 1
+    await h.at(T0 + timedelta(minutes=1))  # its instant: announced now (the planner then parks it, or plans it)
+    assert h.items() == [("free", T0 + timedelta(minutes=1)), ("busy", T0 + timedelta(minutes=1))]
+    assert kept[-1] == ("busy", T0 + timedelta(minutes=1))
+    wanted.clear()  # it kept up: its next instant has the lead again
+    await h.at(T0 + timedelta(minutes=1, seconds=58))
+    assert sorted(h.items()[2:]) == [("busy", T0 + timedelta(minutes=2)), ("free", T0 + timedelta(minutes=2))]
+
+
+async def test_without_a_lead_the_planner_is_never_asked_for_the_instant(start: Start) -> None:
+    source = Source()
+    source.add("a", T0 + timedelta(minutes=1))
+    asked: list[str] = []
+
+    def at_instant(automation_id: str) -> bool:
+        asked.append(automation_id)
+        return True
+
+    h = await start(source, at_instant=at_instant)
+    await h.at(T0 + timedelta(minutes=1))
+    assert h.items() == [("a", T0 + timedelta(minutes=1))]
+    assert asked == []
