@@ -4,7 +4,9 @@ restarted twice while 500 automations fire every second — with partition lease
 with runs that outlast two instants (``overlap: skip``: parked overlaps, the kills landing while
 instants wait in the planners' memory). The variant without partition leases runs with fire-ahead on
 (``ACTWHEEL_FIRE_AHEAD_S=1``: the kills land while runs planned ahead wait in the routers for their
-instant; both are off by default, so the default paths keep the other two variants to themselves).
+instant; both are off by default, so the default paths keep the other two variants to themselves), and
+so does a second parked-overlaps variant (fire-ahead keeps parking on: a busy automation's instants are
+handed over at the instant, and the kills land while some are planned ahead and others parked).
 
 The expected instants come from the trigger itself (:func:`actwheel.triggers.preview`), so a
 missing instant is caught too (the unique key already makes a duplicate row impossible).
@@ -144,8 +146,9 @@ def _check(triggers: dict[str, tuple[dict[str, Any], datetime]], rows: list[asyn
 
 
 @pytest.mark.parametrize(("leases", "action", "fire_ahead_s"),
-                         [(True, ACTION, 0), (False, ACTION, 1), (True, SLOW_ACTION, 0)],
-                         ids=["partition-leases", "no-partition-leases-fire-ahead", "parked-overlaps"])
+                         [(True, ACTION, 0), (False, ACTION, 1), (True, SLOW_ACTION, 0), (True, SLOW_ACTION, 1)],
+                         ids=["partition-leases", "no-partition-leases-fire-ahead", "parked-overlaps",
+                              "parked-overlaps-fire-ahead"])
 async def test_three_instances_fire_every_instant_exactly_once_through_kills(
         tmp_path: Path, leases: bool, action: dict[str, Any], fire_ahead_s: int) -> None:
     async with isolated_postgres_url() as database, fresh_vhost(rabbitmq_url()) as broker:
