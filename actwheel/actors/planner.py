@@ -19,7 +19,7 @@ from actwheel.actors.allowance import Allowance
 from actwheel.actors.base import ActorState
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.event_index import EventIndex
-from actwheel.actors.parking import PARK_CAPACITY, PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
+from actwheel.actors.parking import PARK_CHECK_S, PARK_FULL_CHECK_S, ParkedOverlaps, Release
 from actwheel.actors.plan_inputs import active_runs, owner_activity
 from actwheel.actors.planning import (
     ParsedSpecs,
@@ -96,9 +96,6 @@ class Planner(ConsumerActor):
         self._fire_ahead = fire_ahead
         self._parking = parking
         self.parked = ParkedOverlaps()
-        # Fire-ahead with parking: automations seen busy when an instant of theirs was planned ahead. Their
-        # next instant is handed over at the instant, not the lead early (:meth:`at_instant`).
-        self._busy_ahead: set[str] = set()
         self._backlog_limit = backlog_limit
         self._backlog_seen: tuple[datetime, int] | None = None
         self._quiet = Allowance(clock, per_s=QUIET_PER_S, burst=QUIET_PER_S)
@@ -157,13 +154,15 @@ class Planner(ConsumerActor):
         return self.state is ActorState.READY and self._absorbs(automation_id, scheduled_for)
 
     def at_instant(self, automation_id: str) -> bool:
-        """Fire-ahead with parking, for this instance's ticker: ``True`` when the automation's next instant
-        should be handed over at the instant rather than its lead early — it is parked here, or had a run
-        going when its last instant was planned ahead. Parking judges an instant by what is going *after*
-        it; one still ahead cannot be judged, so it is never kept (:meth:`_absorbs`), and without this it
-        would be planned ahead and skipped at its claim, a run row per instant."""
+        """Fire-ahead with parking, for this instance's ticker: ``True`` when the automation is parked here,
+        so that its next instant is handed over at the instant rather than its lead early. Parking judges
+        an instant by what is going *after* it; one still ahead cannot be judged, so it is never kept
+        (:meth:`_absorbs`), and without this a parked automation's instants would each be planned ahead
+        and skipped at their claim, a run row per instant. Only parked ones: an automation merely seen
+        busy when an instant of it was planned ahead (a quiet one whose run waits behind a burst) keeps
+        its lead, which is what fire-ahead is for."""
         return (self._fire_ahead and self._parking and self.state is ActorState.READY
-                and (automation_id in self.parked or automation_id in self._busy_ahead))
+                and automation_id in self.parked)
 
     def _absorbs(self, automation_id: str, scheduled_for: datetime) -> bool:
         """Keep ``scheduled_for`` with its parked automation — never an instant still ahead (fire-ahead:
@@ -171,15 +170,6 @@ class Planner(ConsumerActor):
         if self._fire_ahead and scheduled_for > self._clock.now():
             return False
         return self.parked.absorb(automation_id, scheduled_for)
-
-    def _note_busy_ahead(self, automation: Automation, plan: Plan, busy: int) -> None:
-        """Remember whether ``automation`` had a run going when an instant of it was planned ahead
-        (bounded as parking is: speed only)."""
-        if busy and any(i.ahead for i in plan.instants):
-            if len(self._busy_ahead) < PARK_CAPACITY:
-                self._busy_ahead.add(automation.id)
-        else:
-            self._busy_ahead.discard(automation.id)
 
     async def _check_parked_overlaps(self) -> None:
         """Every :data:`PARK_CHECK_S`, release what is parked and no longer busy (every parked one each
@@ -277,8 +267,6 @@ class Planner(ConsumerActor):
                 found = await tx.automations.get_many([change.automation_id])
         except ActwheelError as exc:
             raise outcome_of(exc) from exc
-        if change.change in ("disabled", "deleted", "completed"):
-            self._busy_ahead.discard(change.automation_id)  # its next instant, if any, comes as it comes
         applied = self._event_index.apply(change.automation_id, found.get(change.automation_id))
         if applied.pattern is not None:
             await self._bind(applied.pattern)
@@ -498,12 +486,8 @@ class Planner(ConsumerActor):
                 trigger=trigger, cursor=a.next_run_at, scheduled_for=due_for[a.id], now=now,  # type: ignore[arg-type]
                 policy=policy, busy=busy.get(a.id, 0), owner_active=owners[a.owner_id],
                 overlapped_until=overlapped.get(a.id), plan_ahead=self._fire_ahead)
-            if busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id]):
-                self._busy_ahead.discard(a.id)
-                continue
-            if self._fire_ahead and self._parking:
-                self._note_busy_ahead(a, plan, busy.get(a.id, 0))
-            planned.append(_Planned(a, plan))
+            if not (busy.get(a.id) and self._parks(a, plan, policy.overlap, due_for[a.id])):
+                planned.append(_Planned(a, plan))
         return planned
 
     def _closing_plan(self, automation: Automation, until: datetime, now: datetime, owner_active: bool) -> Plan:

@@ -6,7 +6,8 @@ instants wait in the planners' memory). The variant without partition leases run
 (``ACTWHEEL_FIRE_AHEAD_S=1``: the kills land while runs planned ahead wait in the routers for their
 instant; both are off by default, so the default paths keep the other two variants to themselves), and
 so does a second parked-overlaps variant (fire-ahead keeps parking on: a busy automation's instants are
-handed over at the instant, and the kills land while some are planned ahead and others parked).
+handed over at the instant, and the kills land while some are planned ahead and others parked; a low
+backlog bound makes planners hold announcements, which then come late and park what is busy).
 
 The expected instants come from the trigger itself (:func:`actwheel.triggers.preview`), so a
 missing instant is caught too (the unique key already makes a duplicate row impossible).
@@ -153,6 +154,8 @@ async def test_three_instances_fire_every_instant_exactly_once_through_kills(
         tmp_path: Path, leases: bool, action: dict[str, Any], fire_ahead_s: int) -> None:
     async with isolated_postgres_url() as database, fresh_vhost(rabbitmq_url()) as broker:
         env = {"ACTWHEEL_LEASE_S": "5", "ACTWHEEL_FIRE_AHEAD_S": str(fire_ahead_s)}
+        if action is SLOW_ACTION and fire_ahead_s:  # announcements held by the bound come late: they park
+            env["ACTWHEEL_PLAN_BACKLOG"] = "200"
         procs = [EngineProcess(f"node-{i}", database=database, broker=broker, log_dir=tmp_path,
                                partition_leases=leases, env=env) for i in range(3)]
         async with engine_processes(procs):

@@ -414,9 +414,9 @@ async def test_this_instances_ticker_hands_a_parked_instant_to_its_planner_while
 
 async def test_with_fire_ahead_a_busy_automation_is_handed_over_at_its_instant_and_parked_there(
         tmp_path: Path, clock: VirtualClock) -> None:
-    """Fire-ahead keeps parking on: an automation seen busy when an instant of it was planned ahead gets its
-    next instant at the instant (the ticker asks :meth:`Planner.at_instant`), where parking judges it; an
-    instant still ahead is never kept by parking (it is planned ahead, its overlap judged at its claim)."""
+    """Fire-ahead keeps parking on: a parked automation gets its next instant at the instant (the ticker asks
+    :meth:`Planner.at_instant`), where parking judges it; an instant still ahead is never kept by parking (it
+    is planned ahead, its overlap judged at its claim); one merely busy when planned ahead keeps its lead."""
     lead = timedelta(seconds=2)
     engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False,
                              fire_ahead_s=2.0), clock=clock)
@@ -434,9 +434,9 @@ async def test_with_fire_ahead_a_busy_automation_is_handed_over_at_its_instant_a
         assert await planner.on_due_items([DueItem(automation_id=automation_id, scheduled_for=T[2])]) == 1
         runs = await _runs(engine, automation_id)
         assert [(r.status.value, r.not_before) for r in runs] == [("PENDING", None), ("PENDING", T[2])]
-        assert planner.at_instant(automation_id)  # seen busy: its next instant is wanted at the instant
+        assert not planner.at_instant(automation_id)  # busy, not parked: its next instant keeps the lead
 
-        await _announce(engine, clock, automation_id, T[3])  # handed over at T[3], still busy: parked
+        await _announce(engine, clock, automation_id, T[3])  # at T[3] (held, say), still busy: parked
         assert automation_id in planner.parked
         assert len(await _runs(engine, automation_id)) == 2  # nothing written for T[3]
         assert planner.at_instant(automation_id)
