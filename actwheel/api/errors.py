@@ -22,7 +22,10 @@ from actwheel.errors import (
     Unsupported,
 )
 
-__all__ = ["error_response", "json_response"]
+__all__ = ["RETRY_AFTER_S", "error_response", "json_response"]
+
+#: ``Retry-After`` (seconds) of every 503: the database is away, or the instance is at a limit or stopping.
+RETRY_AFTER_S = 5
 
 
 #: HTTP status by error class; subclasses answer like their parents.
@@ -57,7 +60,10 @@ def error_response(exc: ActwheelError) -> Response:
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
     if isinstance(exc, StorageFull):  # the operator's fix is on the machine: say so in a searchable code
         return json_response({"error": {"type": "StorageFull", "code": "storage_full", "message": str(exc)}}, status)
-    return json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
+    response = json_response({"error": {"type": type(exc).__name__, "message": str(exc)}}, status)
+    if status == 503:  # refused for now, not for good (RFC 9110 §10.2.3): say when to come back
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 _REALM = 'Bearer realm="actwheel"'

@@ -147,6 +147,7 @@ async def test_the_connection_beyond_the_cap_is_refused_with_503_busy_naming_the
             refused = await http.get("/v1/stream", headers=served.bearer("bob"))
             assert hub.clients == 1  # the refused one took no place
     assert refused.status_code == 503
+    assert refused.headers["Retry-After"] == "5"  # refused for now: when to come back
     error = refused.json()["error"]
     assert error["type"] == "Busy"
     assert "maximum of 1 live streams" in error["message"]

@@ -10,15 +10,17 @@ import httpx
 import pytest
 
 from actwheel.api.app import create_app
-from actwheel.api.errors import error_response
+from actwheel.api.errors import RETRY_AFTER_S, error_response
 from actwheel.engine import Engine
 from actwheel.errors import (
+    Busy,
     Conflict,
     IntegrityViolation,
     InvalidAction,
     NotAvailable,
     NotFound,
     PermissionDenied,
+    StorageFull,
     StorageUnavailable,
 )
 
@@ -330,6 +332,7 @@ async def test_storage_unavailable_is_503(client: httpx.AsyncClient, engine: Eng
     response = await client.get("/v1/automations")
     assert response.status_code == 503
     assert _error(response)["type"] == "StorageUnavailable"
+    assert response.headers["Retry-After"] == str(RETRY_AFTER_S)
 
 
 @pytest.mark.parametrize(("error", "status"), [
@@ -341,6 +344,12 @@ async def test_storage_unavailable_is_503(client: httpx.AsyncClient, engine: Eng
 def test_error_statuses(error: Exception, status: int) -> None:
     response = error_response(error)  # type: ignore[arg-type]
     assert response.status_code == status
+
+
+def test_only_a_503_says_when_to_retry() -> None:
+    assert error_response(Busy("stream", "at its cap")).headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert "Retry-After" not in error_response(NotFound("automation", "a1")).headers
+    assert "Retry-After" not in error_response(StorageFull("sqlite", "disk full")).headers
 
 
 def test_error_subclasses_keep_their_parents_status() -> None:
