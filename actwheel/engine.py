@@ -229,7 +229,7 @@ class Engine:
         ticker, planner = actors.get("ticker"), actors.get("planner")
         if isinstance(ticker, WheelTicker) and isinstance(planner, Planner):
             ticker.keep = planner.keep_announced  # parked automations' instants stay in this process
-            ticker.at_instant = planner.at_instant  # fire-ahead: a busy one's instant is handed over at it
+            ticker.at_instant = planner.at_instant  # fire-ahead: a parked one's instants come at them
         if "recovery" in s.roles:  # history is swept by the instances that sweep leases (one at a time: a lease)
             actors["retention"] = self._retention()
         return actors

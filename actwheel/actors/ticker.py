@@ -259,10 +259,10 @@ class WheelTicker(Actor):
         now = self._clock.now()
         self._changed_in_tick.clear()
         ahead = now + self._lead  # a stored automation's timer is in the wheel at its instant minus the lead
-        due = [self._caught_up(timer, now if timer.transient or timer.at_instant else ahead)
-               for timer in self._wheel.advance(_ms(now))]
-        if self._lead_ms:
-            due = self._move_to_instant(due, now)
+        popped = self._wheel.advance(_ms(now))
+        if self._lead_ms:  # before the catch-up: a timer's own instant, not the last one within the lead
+            popped = self._move_to_instant(popped, now)
+        due = [self._caught_up(timer, now if timer.transient or timer.at_instant else ahead) for timer in popped]
         fired = [t for t in due if not t.transient]
         keep = self.keep
         announced = [t for t in fired if not keep(t.automation_id, t.scheduled_for)]
@@ -275,19 +275,25 @@ class WheelTicker(Actor):
         self._on_wheel_size(len(self._wheel))
         return len(due)
 
-    def _move_to_instant(self, due: list[_Timer], now: datetime) -> list[_Timer]:
-        """Fire-ahead: the timers fired their lead early whose planner wants them at their instant go back
-        into the wheel at it, unannounced (before any await of the tick: a change applied meanwhile places
-        its own timer, which this must not overwrite). Returns the others."""
+    def _move_to_instant(self, popped: list[_Timer], now: datetime) -> list[_Timer]:
+        """Fire-ahead: a stored timer whose planner wants its instants at the instant (``at_instant``) is
+        caught up to now only, never to the lead; one still ahead goes back into the wheel at its own
+        instant, unannounced. This runs before the catch-up, so that an automation whose period is shorter
+        than the lead has each of its instants handed over at that instant, not bundled into the last one
+        within the lead; and before any await of the tick (a change applied meanwhile places its own timer,
+        which this must not overwrite). Returns the timers that fire now."""
         at_instant = self.at_instant
-        kept: list[_Timer] = []
-        for timer in due:
-            if timer.transient or timer.at_instant or timer.scheduled_for <= now or not at_instant(timer.automation_id):
-                kept.append(timer)
+        firing: list[_Timer] = []
+        for timer in popped:
+            if timer.transient or timer.at_instant or not at_instant(timer.automation_id):
+                firing.append(timer)
                 continue
-            self._wheel.schedule(timer.automation_id, _ms(timer.scheduled_for),
-                                 _Timer(timer.automation_id, timer.scheduled_for, timer.trigger, at_instant=True))
-        return kept
+            moved = _Timer(timer.automation_id, timer.scheduled_for, timer.trigger, at_instant=True)
+            if timer.scheduled_for <= now:
+                firing.append(moved)
+            else:
+                self._wheel.schedule(timer.automation_id, _ms(timer.scheduled_for), moved)
+        return firing
 
     async def refill(self) -> None:
         """Load everything due before now + horizon into the wheel."""

@@ -529,3 +529,27 @@ async def test_without_a_lead_the_planner_is_never_asked_for_the_instant(start: 
     await h.at(T0 + timedelta(minutes=1))
     assert h.items() == [("a", T0 + timedelta(minutes=1))]
     assert asked == []
+
+
+@pytest.mark.parametrize("lead_s", [2.0, 5.0])
+async def test_with_a_lead_longer_than_the_period_each_instant_wanted_at_the_instant_is_handed_over_then(
+        start: Start, lead_s: float) -> None:
+    """An automation firing every second, its planner asking for its instants at the instant (parked), with a
+    lead of several periods: every instant is handed over once, at that instant, none bundled into a later
+    one (a catch-up to the lead would hand over only the last instant within it)."""
+    every_second = {"type": "cron", "expression": "* * * * * ?", "timezone": "UTC"}
+    source = Source()
+    source.add("parked", T0 + timedelta(seconds=10), spec=every_second)
+    handed: list[tuple[datetime, datetime]] = []  # (instant, when)
+
+    def keep(automation_id: str, instant: datetime) -> bool:
+        handed.append((instant, h.clock.now()))
+        return True  # kept with its parking: not announced
+
+    h = await start(source, keep=keep, lead_s=lead_s, at_instant=lambda a: a == "parked")
+    for tenth in range(80, 201):  # 8 s to 20 s in tenths of a second
+        await h.at(T0 + timedelta(seconds=tenth / 10))
+    instants = [T0 + timedelta(seconds=s) for s in range(10, 21)]
+    assert [instant for instant, _ in handed] == instants  # each once, in order, none skipped
+    assert all(when == instant for instant, when in handed)  # at the instant, never its lead early
+    assert h.published == []
