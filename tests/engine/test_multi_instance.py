@@ -101,6 +101,16 @@ class Probe:
             "SELECT count(*) FROM runs WHERE status <> ALL($1::text[])", list(SETTLED))
         return open_automations == 0 and unsettled == 0
 
+    async def unsettled(self) -> dict[str, list[tuple[Any, ...]]]:
+        """What keeps :meth:`settled` false, grouped (a failure's report)."""
+        automations = await self.conn.fetch(
+            "SELECT status, enabled, next_run_at, count(*) FROM automations WHERE status <> 'COMPLETED'"
+            " GROUP BY 1, 2, 3 ORDER BY 3 LIMIT 20")
+        runs = await self.conn.fetch(
+            "SELECT status, reason, not_before IS NOT NULL, min(scheduled_for), max(scheduled_for), count(*)"
+            " FROM runs WHERE status <> ALL($1::text[]) GROUP BY 1, 2, 3 LIMIT 20", list(SETTLED))
+        return {"automations": [tuple(r) for r in automations], "runs": [tuple(r) for r in runs]}
+
     async def runs(self) -> list[asyncpg.Record]:
         return await self.conn.fetch(  # type: ignore[no-any-return]
             "SELECT automation_id, scheduled_for, status, reason, dedupe_key, attempt, context,"
@@ -171,8 +181,12 @@ async def test_three_instances_fire_every_instant_exactly_once_through_kills(
                     await eventually(lambda m=mark: probe.fired_up_to(m), within=WINDOW_S + 30, every=0.25,
                                      what=f"firing to reach {mark}")
                     killed.append(await _kill_and_restart(procs, probe, leases))
-                await eventually(probe.settled, within=WINDOW_S + 90, every=0.5,
-                                 what="every automation COMPLETED and every run settled")
+                try:
+                    await eventually(probe.settled, within=WINDOW_S + 150, every=0.5,
+                                     what="every automation COMPLETED and every run settled")
+                except AssertionError:  # say what is left: which automations, which runs
+                    print(f"\nunsettled at {datetime.now(UTC)} (window end {end}): {await probe.unsettled()}")
+                    raise
                 report = _check(triggers, await probe.runs())
                 print(f"\nleases={leases} killed={killed} {report} partition leases={await probe.leases()}")
             finally:
