@@ -341,10 +341,14 @@ class Planner(ConsumerActor):
     async def _park_busy(self, items: Sequence[DueItem]) -> list[DueItem]:
         """Before holding an announcement for the backlog, park the automations it names that are busy
         (a read: their plans are overlap skips only, nothing to write), so that only the ones that
-        would fire are held, and a held announcement never holds up parking. Returns the others."""
+        would fire are held, and a held announcement never holds up parking. Returns the others: those
+        not parked by this read, including an instant still ahead of an automation parked already (with
+        fire-ahead it was not kept, :meth:`_absorbs`, and must be planned, or it would be lost until the
+        automation's next announcement — never, after its last instant)."""
+        parked_before = {i.automation_id for i in items if i.automation_id in self.parked}
         async with self._store.transaction() as tx:
             await self._plans(tx, latest_per_automation(items), await tx.now(), False, {})
-        return [i for i in items if i.automation_id not in self.parked]
+        return [i for i in items if i.automation_id in parked_before or i.automation_id not in self.parked]
 
     async def _within_backlog(self) -> bool:
         """Backpressure: while the PENDING/RUNNING backlog is at ``backlog_limit`` or more, hold this

@@ -460,6 +460,34 @@ async def test_with_fire_ahead_a_busy_automation_is_handed_over_at_its_instant_a
         await engine.store.stop()
 
 
+async def test_with_fire_ahead_over_the_backlog_bound_an_instant_ahead_of_a_parked_automation_is_planned(
+        tmp_path: Path, clock: VirtualClock) -> None:
+    """Over the backlog bound, busy automations are parked before the announcement is held; an instant still
+    ahead of one parked already is not kept by parking, so it must go on to be planned, not be dropped with
+    the parked ones (it was: the automation's cursor then waited for its next announcement, and after its
+    last instant for ever — a kill test timed out on it)."""
+    engine = Engine(Settings(database_url=f"sqlite:///{tmp_path / 'db'}", instance="t", auth=False,
+                             fire_ahead_s=2.0, plan_backlog=1), clock=clock)
+    await engine.store.start()
+    try:
+        automation_id = await _create(engine)
+        planner = _planner(engine)
+        await _announce(engine, clock, automation_id, T[1])  # fires: the backlog is 1
+        await _announce(engine, clock, automation_id, T[2])  # busy: parked
+        assert automation_id in planner.parked
+        await planner._count_backlog()
+        assert planner._over_backlog()
+        clock.set(T[3] - timedelta(seconds=2))  # T[3] announced its lead early
+        queued = await asyncio.wait_for(
+            planner.on_due_items([DueItem(automation_id=automation_id, scheduled_for=T[3])]), timeout=5)
+        assert queued == 1  # planned (a quiet announcement passes the bound), not dropped
+        runs = await _runs(engine, automation_id)
+        assert [(r.scheduled_for, r.status.value, r.not_before) for r in runs[1:]] == [
+            (T[2], "SKIPPED", None), (T[3], "PENDING", T[3])]
+    finally:
+        await engine.store.stop()
+
+
 async def test_without_fire_ahead_the_planner_never_asks_for_an_instant(engine: Engine, clock: VirtualClock) -> None:
     automation_id = await _create(engine)
     planner = _planner(engine)
