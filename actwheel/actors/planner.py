@@ -331,7 +331,9 @@ class Planner(ConsumerActor):
         allowance: planned now, not held. The allowance is charged for the runs the plan queues."""
         seen = self._backlog_seen
         return (self._backlog_limit > 0 and len(items) <= QUIET_ITEMS and seen is not None
-                and seen[1] >= self._backlog_limit and self._quiet.take(len(items)))
+                and seen[1] >= self._backlog_limit
+                and not any(i.automation_id in self.parked for i in items)  # busy, not quiet: held
+                and self._quiet.take(len(items)))
 
     def _over_backlog(self) -> bool:
         """The last backlog count (or none yet) says this announcement would be held."""
