@@ -14,21 +14,9 @@ from actwheel.actions.base import ActionContext, StepEvent
 from actwheel.actions.ontology_port import InMemoryOntology, ObjectType
 from actwheel.actions.secrets import StaticSecrets
 from actwheel.clock import VirtualClock
+from tests.clocks import FastClock
 
 OWNER = "alice"
-
-
-class FastClock(VirtualClock):
-    """A virtual clock whose ``sleep`` returns at once, moving time forward and recording the wait."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.slept: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        if seconds > 0:
-            self.advance(seconds)
 
 
 @dataclass

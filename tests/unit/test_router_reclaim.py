@@ -9,7 +9,6 @@ tests/engine/test_fire_ahead.py."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
@@ -20,28 +19,13 @@ from structlog.testing import capture_logs
 from actwheel.actors.router import AHEAD_HELD, AHEAD_RECLAIM_S, AHEAD_RECLAIMS, ExecutorRouter
 from actwheel.clock import VirtualClock
 from actwheel.storage.records import Run
-
-
-class _SteppingClock(VirtualClock):
-    """A sleep moves the clock by its length at once; every sleep is recorded."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.slept: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.advance(seconds)
-        await asyncio.sleep(0)
-
-    async def sleep_precisely(self, seconds: float) -> None:
-        await self.sleep(seconds)
+from tests.clocks import FastClock
 
 
 class _Router(ExecutorRouter):
     """Claims nothing; every run stays PENDING (a database clock behind this one, say)."""
 
-    def __init__(self, clock: _SteppingClock, *, claimable_at_try: int | None = None) -> None:
+    def __init__(self, clock: FastClock, *, claimable_at_try: int | None = None) -> None:
         nothing = cast(Any, None)
         super().__init__(bus=nothing, store=nothing, pipeline=nothing, actions=nothing, events=nothing,
                          clock=clock, metrics=nothing, instance="i1")
@@ -59,7 +43,7 @@ class _Router(ExecutorRouter):
 
 
 async def test_runs_left_pending_are_claimed_again_then_left_to_recovery_without_a_last_sleep() -> None:
-    clock = _SteppingClock()
+    clock = FastClock()
     router = _Router(clock)
     instant = clock.now() + timedelta(seconds=1)
     with capture_logs() as logs:
@@ -72,7 +56,7 @@ async def test_runs_left_pending_are_claimed_again_then_left_to_recovery_without
 
 
 async def test_the_re_claims_stop_as_soon_as_nothing_is_pending() -> None:
-    clock = _SteppingClock()
+    clock = FastClock()
     router = _Router(clock, claimable_at_try=3)
     with capture_logs() as logs:
         await router._claim_at(["r1"], clock.now())
