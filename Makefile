@@ -34,9 +34,11 @@ services-stop:
 	ops/dev-services stop
 
 # Two phases: every test that does not restart the shared services runs on two xdist workers (each
-# test has its own schema, queue prefix and ports); the `restart` ones then run alone, one at a time.
+# test has its own schema, queue prefix and ports; an xdist_group, such as tests/faults on its own
+# throwaway servers, stays on one worker and is dealt first, being the largest); the `restart` ones
+# then run alone, one at a time.
 pytest: $(STAMP)
-	$(BIN)/pytest -q -n 2 -m "not restart"
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not restart"
 	$(BIN)/pytest -q -m restart || [ $$? -eq 5 ]  # 5: none selected
 
 bench: $(STAMP)

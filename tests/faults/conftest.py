@@ -1,6 +1,7 @@
 """Fault scenarios (issue 14): they kill, stall and fill their own throwaway servers
-(:mod:`instances`), never the shared dev services; marked ``restart`` so that ``tests/conftest.py``
-runs them after every other test, as tests/restarts. ``tests/engine`` holds the process harness."""
+(:mod:`instances`), never the shared dev services, so they run beside the other tests: in the
+``faults`` xdist group, which ``make pytest`` (``--dist loadgroup``) keeps on one worker, so that the
+session's one pair of servers below is booted once. ``tests/engine`` holds the process harness."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from proxy import FaultProxy, proxied
 from actwheel.bus import AmqpBus, Delivery, Envelope, QueueSpec, Topology
 from actwheel.errors import BusUnavailable
 
-pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.xdist_group("faults")]
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """The CI-cheap fault scenarios (issue 14): small versions of ``bench/chaos.py``'s, on throwaway
 PostgreSQL and RabbitMQ servers of their own (started once for this module, ~20 s), never the
 shared dev services (single-role SIGKILL churn is in bench/chaos.py; tests/engine kills a router-only
-process already). Marked ``restart`` so that they run after every other test, like
-tests/restarts. Budget: about 2 minutes for the module on a 2-CPU machine.
+process already). They share the ``faults`` xdist group with test_bus_links.py, so that ``make pytest``
+(``--dist loadgroup``) runs them on one worker, beside the other tests, with one pair of servers.
+Budget: about 2 minutes for the module on a 2-CPU machine.
 
 Every scenario asserts the invariants of :mod:`scenarios` (one run or one recorded SKIPPED per
 instant, every run terminal, the STRONG effect once per run, nothing left in the outbox) plus its
@@ -18,7 +19,7 @@ import pytest
 from instances import Instances
 from scenarios import broker_restarts, clock_skew, disk_full, network_faults
 
-pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.restart]
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow, pytest.mark.xdist_group("faults")]
 
 
 @pytest.fixture
