@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -28,6 +29,15 @@ def test_round_trips_through_to_dict() -> None:
     assert policy.retry.max_attempts == 5
     assert policy.overlap == "buffer_one"
     assert Policy.parse(policy.to_dict()) == policy
+
+
+@pytest.mark.parametrize("policy", [Policy(), Policy(retry=RetryPolicy(max_attempts=7, jitter=0.0), timeout_s=1.5,
+                                                    overlap="allow", misfire="skip", grace_s=0.0)])
+def test_to_dict_names_every_field_of_the_dataclasses(policy: Policy) -> None:
+    """to_dict is written out field by field: a field added to Policy or RetryPolicy must appear in it."""
+    assert policy.to_dict() == dataclasses.asdict(policy)
+    assert list(policy.to_dict()) == [f.name for f in dataclasses.fields(Policy)]
+    assert list(policy.to_dict()["retry"]) == [f.name for f in dataclasses.fields(RetryPolicy)]
 
 
 def test_concurrency_other_than_one_is_loudly_unavailable() -> None:
