@@ -45,6 +45,7 @@ from actwheel.mcp.bridge import BridgeConfig
 from actwheel.mcp.http import allowed_hosts, endpoint_of
 from actwheel.service import Caller
 from actwheel.settings import Settings
+from tests.node_packages import NPM_PREFIX, installed_version, npm_install
 
 MODERN = "2026-07-28"
 #: The two protocol eras a client can speak: ``legacy`` pins the handshake era; ``auto`` discovers the
@@ -404,23 +405,15 @@ def test_the_bridge_needs_a_token_and_an_http_url() -> None:
 def inspector() -> Path:
     """The Inspector's executable, installed once into .devdata/npm; skipped loudly without npx (a
     failure under CI)."""
-    npm = shutil.which("npm")
-    if shutil.which("npx") is None or npm is None:
+    if shutil.which("npx") is None or shutil.which("npm") is None:
         message = "!!! npx/npm MISSING: the MCP Inspector CLI test needs Node.js (apt-get install nodejs npm) !!!"
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    prefix = REPO / ".devdata" / "npm"
-    binary = prefix / "node_modules" / ".bin" / "mcp-inspector"
-    stamp = prefix / "installed"
-    if not binary.exists() or not stamp.exists() or stamp.read_text() != INSPECTOR:
-        import subprocess
-
-        prefix.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", INSPECTOR],
-                              capture_output=True, text=True, timeout=300, check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-        stamp.write_text(INSPECTOR)
+    binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-inspector"
+    name, _, version = INSPECTOR.rpartition("@")
+    failed = npm_install(INSPECTOR, present=lambda: binary.exists() and installed_version(name) == version)
+    assert failed is None, failed
     return binary
 
 

@@ -3,9 +3,9 @@ message the engine publishes under the routing key it publishes it with (issue 1
 
 The validator: the official AsyncAPI JSON Schema for the document's version, from the npm package
 ``@asyncapi/specs`` (PyPI has no official AsyncAPI parser), installed into ``.devdata/npm`` on first
-use with ``npm`` (or point ``ACTWHEEL_ASYNCAPI_SPECS`` at its ``schemas`` folder). Without node/npm the
-validation test skips loudly on a dev machine and fails under ``CI``. The document is validated as
-written, unresolved, as the AsyncAPI parser's schema rule does.
+use with ``npm`` by :mod:`tests.node_packages` (or point ``ACTWHEEL_ASYNCAPI_SPECS`` at its ``schemas``
+folder). Without node/npm the validation test skips loudly on a dev machine and fails under ``CI``.
+The document is validated as written, unresolved, as the AsyncAPI parser's schema rule does.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import copy
 import json
 import os
 import re
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,10 +35,10 @@ from actwheel.messages import (
     StepProgressed,
 )
 from actwheel.storage.records import RunStatus
+from tests.node_packages import NPM_PREFIX, npm_install
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "asyncapi.yaml"
-NPM_PREFIX = ROOT / ".devdata" / "npm"
 SPECS_PACKAGE = "@asyncapi/specs@6"
 
 
@@ -64,17 +62,8 @@ def _schemas_dir() -> Path | str:
     if given := os.environ.get("ACTWHEEL_ASYNCAPI_SPECS"):
         return Path(given)
     folder = NPM_PREFIX / "node_modules" / "@asyncapi" / "specs" / "schemas"
-    if folder.is_dir():
-        return folder
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm not found"
-    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([npm, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", "--silent",
-                           SPECS_PACKAGE], capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0 or not folder.is_dir():
-        return f"npm install {SPECS_PACKAGE} failed: {done.stderr.strip()[-300:]}"
-    return folder
+    failed = npm_install(SPECS_PACKAGE, present=folder.is_dir)
+    return folder if failed is None else failed
 
 
 def official_validator(version: str) -> jsonschema.protocols.Validator:
