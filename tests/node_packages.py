@@ -4,7 +4,8 @@ once into ``.devdata/npm`` rather than downloaded by every run.
 Two xdist workers may want them at the same moment, and ``npm install`` into one prefix is not safe
 run twice at once: each rewrites the prefix's package.json and lock file and prunes what they do not
 list, so one install removed the other's package under CI. Every install here therefore holds an
-exclusive lock on the prefix, and looks again, under it, whether the package is already there.
+exclusive lock on the prefix, and looks under it whether the package is there already (so that it never
+reads one half installed).
 """
 
 from __future__ import annotations
@@ -37,16 +38,14 @@ def npm_install(spec: str, *, present: Callable[[], bool], timeout_s: float = 30
     Returns None once it is there, or why it is not (no npm; npm's exit code and the end of what it
     said), for the caller to skip loudly or, under CI, fail with.
     """
-    if present():
-        return None
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm not found"
     NPM_PREFIX.mkdir(parents=True, exist_ok=True)
     with (NPM_PREFIX / ".install.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if present():  # another worker installed it while this one waited
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes; looked at under it, never half-installed
+        if present():  # installed already, perhaps by another worker while this one waited
             return None
+        npm = shutil.which("npm")
+        if npm is None:
+            return "npm not found"
         done = subprocess.run([npm, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund",
                                "--loglevel=error", spec],
                               capture_output=True, text=True, timeout=timeout_s, check=False)
