@@ -150,8 +150,11 @@ async def test_no_index_of_runs_uses_status_so_a_claim_can_stay_hot(backend: Bac
     assert [r["name"] for r in using] == []
 
 
-async def test_waiting_ids_are_the_owners_waiting_runs_newest_first(store: Store) -> None:
+async def test_waiting_ids_are_the_owners_waiting_runs_newest_first(backend: Backend, store: Store) -> None:
     first = await make_run(store, None, "p1")
+    # created_at is the transaction's now: on SQLite the virtual clock's, which must move, or the two tie
+    # and the order falls to the ids, which sort by time only to the millisecond (once in CI: random)
+    await backend.pass_time(store, 0.001)
     second = await make_run(store, None, "p2", action_type="email")
     await finish(store, await make_run(store, None, "done"), RunStatus.SUCCEEDED)
     await make_run(store, None, "bob", owner_id="bob")
