@@ -39,12 +39,20 @@ class Clock(ABC):
         """Return once ``seconds`` have passed on this clock (at once when ``seconds <= 0``)."""
 
     async def sleep_until(self, instant: datetime) -> None:
-        """Return once this clock reads ``instant`` or later."""
+        """Return once this clock reads ``instant`` or later.
+
+        The wait is measured when the sleep starts, not when its caller computed ``instant``: a deadline
+        stays the same instant however late the sleeping task first runs (on a :class:`VirtualClock`,
+        a sleep of seconds computed before the clock moved parks that much after the move)."""
         await self.sleep((instant - self.now()).total_seconds())
 
     async def sleep_precisely(self, seconds: float) -> None:
         """Like :meth:`sleep`, as close to the deadline as the clock can (the wheel ticker's wake-up)."""
         await self.sleep(seconds)
+
+    async def sleep_precisely_until(self, instant: datetime) -> None:
+        """:meth:`sleep_until` as :meth:`sleep_precisely` wakes: measured when the sleep starts."""
+        await self.sleep_precisely((instant - self.now()).total_seconds())
 
 
 class SystemClock(Clock):

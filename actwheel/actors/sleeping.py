@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import Any
 
 from actwheel.clock import Clock
 
-__all__ = ["sleep_or_wake", "wait_or_wake"]
+__all__ = ["sleep_or_wake", "sleep_or_wake_until", "wait_or_wake"]
 
 
 async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event, precise: bool = False) -> None:
@@ -19,6 +20,13 @@ async def sleep_or_wake(clock: Clock, seconds: float, *events: asyncio.Event, pr
     """
     sleep = clock.sleep_precisely if precise else clock.sleep
     await wait_or_wake(sleep(seconds), *events)
+
+
+async def sleep_or_wake_until(clock: Clock, instant: datetime, *events: asyncio.Event, precise: bool = False) -> None:
+    """:func:`sleep_or_wake` to a deadline: the wait is measured when the sleep starts
+    (:meth:`Clock.sleep_until`), so it ends at ``instant`` however late its task first runs."""
+    sleep = clock.sleep_precisely_until if precise else clock.sleep_until
+    await wait_or_wake(sleep(instant), *events)
 
 
 async def wait_or_wake(waiting: Awaitable[Any], *events: asyncio.Event) -> None:

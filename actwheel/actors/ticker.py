@@ -36,12 +36,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from actwheel.actors.base import Actor
 from actwheel.actors.planning import MAX_INSTANTS, keep_latest
-from actwheel.actors.sleeping import sleep_or_wake
+from actwheel.actors.sleeping import sleep_or_wake, sleep_or_wake_until
 from actwheel.backoff import exponential_delay
 from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, StorageUnavailable
@@ -239,7 +239,7 @@ class WheelTicker(Actor):
         self.mark_ready()
         while not self.stopping.is_set():
             await self.tick()
-            await sleep_or_wake(self._clock, self._seconds_to_next(), self._wake, self.stopping, precise=True)
+            await sleep_or_wake_until(self._clock, self._next_wake(), self._wake, self.stopping, precise=True)
             self._wake.clear()
 
     async def tick(self) -> int:
@@ -248,7 +248,7 @@ class WheelTicker(Actor):
 
         The upkeep comes after the announcement so that neither delays the instant: a partition
         refresh is a transaction, a refill reads the whole horizon. What it loads that is due already
-        fires at the next tick, at once (:meth:`_seconds_to_next`); a partition lost meanwhile may be
+        fires at the next tick, at once (:meth:`_next_wake`); a partition lost meanwhile may be
         announced once more by this tick, which the planner's cursor CAS makes harmless (invariant 9)."""
         fired = await self._announce_due()
         if await self._refresh_partitions() or self._needs_refill():
@@ -422,15 +422,16 @@ class WheelTicker(Actor):
             return True
         return self._clock.now() >= self._loaded_until - self._horizon / 2
 
-    def _seconds_to_next(self) -> float:
-        refill_at = (self._loaded_until - self._horizon / 2) if self._loaded_until else self._clock.now()
+    def _next_wake(self) -> datetime:
+        """When the next tick is due: the wheel's next timer, a refill or a partition refresh, whichever
+        comes first. A deadline, not a duration, so that the sleep ends at it however late it starts."""
+        wake = (self._loaded_until - self._horizon / 2) if self._loaded_until else self._clock.now()
         if self._next_partition_refresh is not None:
-            refill_at = min(refill_at, self._next_partition_refresh)
-        seconds = (refill_at - self._clock.now()).total_seconds()
+            wake = min(wake, self._next_partition_refresh)
         next_ms = self._wheel.next_due_ms()
         if next_ms is not None:
-            seconds = min(seconds, next_ms / 1000 - self._clock.now().timestamp())
-        return max(0.0, seconds)
+            wake = min(wake, datetime.fromtimestamp(next_ms / 1000, UTC))
+        return wake
 
 
 class _TransientFiring:

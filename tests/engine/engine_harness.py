@@ -50,25 +50,6 @@ class EventLog:
         return self.of(routing_key)
 
 
-async def advance_until(clock: VirtualClock, log: EventLog, predicate: Callable[[EventLog], bool], *,
-                        seconds: float, step: float = 0.5, extra_steps: int = 6, within: float = 15.0) -> None:
-    """Advance ``clock`` by ``seconds``; then, while ``predicate(log)`` does not hold within a second, by
-    ``step`` more, at most ``extra_steps`` times; the last wait is ``within`` seconds.
-
-    The steps cover a race of virtual time, not slowness: an actor that computed how long to sleep
-    before the clock moved, but whose sleep had not parked yet (its task had not run), parks relative
-    to the moved clock, so its deadline lands ``seconds`` late and one exact advance never reaches it
-    (the router-lane test's ticker, once in CI)."""
-    await clock.advance_and_settle(seconds)
-    for _ in range(extra_steps):
-        try:
-            await log.wait_for(predicate, within=1.0)
-            return
-        except TimeoutError:
-            await clock.advance_and_settle(step)
-    await log.wait_for(predicate, within=within)
-
-
 @dataclass
 class Stack:
     kind: str

@@ -6,22 +6,17 @@ from __future__ import annotations
 
 from datetime import UTC, timedelta
 
-from engine_harness import EventLog, Stack, advance_until
+from engine_harness import Stack
 from procs import eventually
 
 from actwheel.actors.router import LANE_RUNS
 from actwheel.actors.ticker import WheelTicker
-from actwheel.clock import VirtualClock
 from actwheel.service import Caller
 from actwheel.storage.records import RunStatus
 
 ALICE = Caller("alice")
 SLOW = {"type": "simple.op", "config": {"op": "delay", "seconds": 600}}
 QUICK = {"type": "simple.op", "config": {"op": "log", "message": "on time"}}
-
-
-def _burst_is_one_run_ready(log: EventLog) -> bool:
-    return any(len(e["run_ids"]) > LANE_RUNS for e in log.of("run.ready"))
 
 
 async def test_a_single_run_starts_while_a_burst_holds_every_shared_slot(embedded: Stack) -> None:
@@ -40,8 +35,8 @@ async def test_a_single_run_starts_while_a_burst_holds_every_shared_slot(embedde
             return ticker.wheel_size >= len(burst)
 
         await eventually(loaded, within=15, every=0.01, what="every burst timer in the wheel")
-        assert isinstance(embedded.clock, VirtualClock)
-        await advance_until(embedded.clock, log, _burst_is_one_run_ready, seconds=2.0)
+        await embedded.clock.advance_and_settle(2.0)
+        await log.wait_for(lambda lg: any(len(e["run_ids"]) > LANE_RUNS for e in lg.of("run.ready")), within=15)
         run = await engine.service.run_now(ALICE, quick.id)  # one run: the lane
         done = await log.wait_count("run.succeeded", 1, within=15)
         assert [e["run_id"] for e in done] == [run.id]

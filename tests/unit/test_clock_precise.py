@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actwheel.actors.sleeping import sleep_or_wake, wait_or_wake
+from actwheel.actors.sleeping import sleep_or_wake, sleep_or_wake_until, wait_or_wake
 from actwheel.clock import SystemClock, VirtualClock
 
 
@@ -81,3 +81,25 @@ async def test_wait_or_wake_returns_with_its_wait_and_passes_the_wait_error_on()
         await wait_or_wake(broken(), woken)
     woken.set()
     await wait_or_wake(broken(), woken)  # already woken: the wait is not even started
+
+
+async def test_a_deadline_holds_however_late_its_sleep_first_runs_a_duration_does_not() -> None:
+    """Each sleep below is created, then the clock moves 2 s before any of them has run: the deadlines
+    end at their instant, the 2 s duration parks relative to the moved clock and ends 2 s late."""
+    clock = VirtualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    deadline = clock.now() + timedelta(seconds=2)
+    woken = asyncio.Event()
+    duration = asyncio.create_task(clock.sleep(2.0))
+    until = asyncio.create_task(clock.sleep_until(deadline))
+    precisely = asyncio.create_task(clock.sleep_precisely_until(deadline))
+    waking = asyncio.create_task(sleep_or_wake_until(clock, deadline, woken, precise=True))
+    clock.advance(2.0)
+    for _ in range(20):  # a bounded settle: each task runs (sleep_or_wake_until also reaps its waiters)
+        await asyncio.sleep(0)
+    assert until.done()
+    assert precisely.done()
+    assert waking.done()
+    assert not duration.done()
+    clock.advance(2.0)
+    await asyncio.sleep(0)
+    assert duration.done()

@@ -553,3 +553,21 @@ async def test_with_a_lead_longer_than_the_period_each_instant_wanted_at_the_ins
     assert [instant for instant, _ in handed] == instants  # each once, in order, none skipped
     assert all(when == instant for instant, when in handed)  # at the instant, never its lead early
     assert h.published == []
+
+
+@pytest.mark.parametrize("yields", range(8))
+async def test_an_instant_is_announced_when_the_clock_moves_before_the_ticker_parks_in_its_sleep(
+        start: Start, yields: int) -> None:
+    """The ticker sleeps to a deadline, not for a duration measured before it parks: a clock moved exactly
+    to the instant while a woken ticker is between ticking and parking still reaches it (parked relative to
+    the moved clock, the sleep ended that much late: tests/engine/test_router_lane.py, once in CI).
+    ``yields``: how far the woken ticker has got when the clock moves."""
+    source = Source()
+    h = await start(source)
+    instant = T0 + timedelta(seconds=2)
+    source.add("soon", instant, spec={"type": "once", "at": instant.isoformat()})
+    await h.ticker.apply_change(AutomationChanged(automation_id="soon", change="created"))  # wakes it
+    for _ in range(yields):
+        await asyncio.sleep(0)
+    await h.at(instant)
+    assert h.items() == [("soon", instant)]
