@@ -39,7 +39,7 @@ class SqlAudit(AuditRepository):
         rows = [_audit_row(i, e) for i, e in enumerate(entries)]
         if not rows:
             return 0
-        return len(await self._sql.fetch_rows("append_audit", rows))
+        return await self._sql.insert_rows("append_audit", rows)
 
     async def trail(self, run_id: str) -> list[AuditEntry]:
         return expand_all(audit_entry_of(r) for r in await self._sql.fetch("audit_trail", {"run_id": run_id}))

@@ -49,6 +49,15 @@ class SqlRunner(ABC):
     ) -> list[Row]:
         """Run batched query ``name`` over ``rows`` (same keys in each) in one statement."""
 
+    async def insert_rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert ``rows`` with query ``name`` (``ON CONFLICT … DO NOTHING``), in order, all or none
+        on a constraint violation; how many were inserted (a row a unique key already holds is not).
+
+        By default one batched statement (:meth:`fetch_rows`, its ``RETURNING`` counted); SQLite
+        binds each row's values instead, which spares it parsing the batch as JSON.
+        """
+        return len(await self.fetch_rows(name, rows))
+
     @abstractmethod
     async def execute_rows(
         self, name: str, rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None

@@ -71,6 +71,10 @@ def _positional(query: Query) -> tuple[str, Any]:
     return sql, itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
 
 
+def _positional_values(pick: Any, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    return [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
+
+
 @contextmanager
 def _mapped() -> Iterator[None]:
     """Translate sqlite3 errors into the port's errors."""
@@ -139,20 +143,31 @@ class _SqliteRunner(SqlRunner):
         if "now" in query.params:
             now = codec.to_micros(self._clock.now())  # once, not once per row
             rows = [{**row, "now": now} for row in rows]
-        values = [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
+        values = _positional_values(pick, rows)
         if not guarded:
             with _mapped():
                 await self._conn.executemany(sql, values)
             return
         await self._guarded_many(sql, values)
 
-    async def _guarded_many(self, sql: str, values: list[list[Any]]) -> None:
+    async def insert_rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        query = self._queries[name]
+        sql, pick = _positional(query)
+        if "now" in query.params:
+            now = codec.to_micros(self._clock.now())
+            rows = [{**row, "now": now} for row in rows]
+        return await self._guarded_many(sql, _positional_values(pick, rows))
+
+    async def _guarded_many(self, sql: str, values: list[list[Any]]) -> int:
+        """``executemany`` under a savepoint; the rows it changed."""
         # executemany stops at the first refused row, keeping the ones before: a savepoint undoes them.
         with _mapped():
             await self._conn.execute("SAVEPOINT copy_rows")
         try:
             with _mapped():
-                await self._conn.executemany(sql, values)
+                cursor = await self._conn.executemany(sql, values)
         except BaseException:
             with contextlib.suppress(sqlite3.Error, ValueError):
                 await self._conn.execute("ROLLBACK TO copy_rows")
@@ -160,6 +175,7 @@ class _SqliteRunner(SqlRunner):
             raise
         with _mapped():
             await self._conn.execute("RELEASE copy_rows")
+        return max(cursor.rowcount, 0)
 
     async def now(self) -> datetime:
         return self._clock.now()

@@ -95,6 +95,25 @@ async def test_audit_appends_idempotently_and_reads_in_order(store: Store) -> No
     assert [e.event_id for e in recent] == ["ev-2", "ev-3"]
 
 
+async def test_an_audit_batch_counts_a_repeated_event_once_keeps_its_order_and_stamps_a_missing_time(
+        store: Store) -> None:
+    at = await db_now(store)
+    stamped = NewAuditEntry(event_id="late", run_id="run-9", phase="EXECUTE", actor="router",
+                            occurred_at=at - timedelta(minutes=5))
+    batch = [NewAuditEntry(event_id="a", run_id="run-9", phase="DISPATCH", actor="router"), stamped,
+             NewAuditEntry(event_id="a", run_id="run-9", phase="REPEATED", actor="router"),
+             NewAuditEntry(event_id="b", run_id="run-9", phase="FINISH", actor="router", details={"k": [1, "x"]})]
+    async with store.transaction() as tx:
+        assert await tx.audit.append_many(batch) == 3
+        assert await tx.audit.append_many([]) == 0
+        trail = await tx.audit.trail("run-9")
+    assert [(e.event_id, e.phase) for e in trail] == [("a", "DISPATCH"), ("late", "EXECUTE"), ("b", "FINISH")]
+    assert trail[0].seq < trail[1].seq < trail[2].seq
+    assert trail[1].occurred_at == at - timedelta(minutes=5)
+    assert trail[0].occurred_at >= at  # no time given: the transaction's
+    assert trail[2].details == {"k": [1, "x"]}
+
+
 async def test_object_types_create_redefine_and_version(store: Store) -> None:
     async with store.transaction() as tx:
         t1 = await tx.ontology.put_type("Order", {"sku": {"type": "string"}}, ["sku"])
