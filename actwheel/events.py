@@ -91,8 +91,9 @@ class EventFactory:
                 for i in range(0, len(run_ids), READY_BATCH)]
 
     def automation_changed(self, automation: Automation, change: str) -> NewOutboxMessage:
-        message = AutomationChanged(automation_id=automation.id, change=change,
-                                    next_run_at=automation.next_run_at, version=automation.version)
+        kind = automation.trigger.get("type")
+        message = AutomationChanged(automation_id=automation.id, change=change, next_run_at=automation.next_run_at,
+                                    version=automation.version, trigger_type=kind if isinstance(kind, str) else None)
         return self.row(self.topology.events, message.routing_key, message)
 
     def automation_gone(self, automation_id: str, change: str) -> NewOutboxMessage:

@@ -264,6 +264,8 @@ class AutomationChanged(Message):
     change: str
     next_run_at: datetime | None = None
     version: int = 0
+    #: the trigger's ``type`` after the change (``None``: deleted, completed, or a publisher that predates it)
+    trigger_type: str | None = None
 
     @property
     def routing_key(self) -> str:
@@ -275,12 +277,25 @@ class AutomationChanged(Message):
         version = data.get("version", 0)
         if not isinstance(version, int) or isinstance(version, bool):
             raise InvalidMessage("data.version", version, "an integer")
+        trigger_type = data.get("trigger_type")
+        if trigger_type is not None and not isinstance(trigger_type, str):
+            raise InvalidMessage("data.trigger_type", trigger_type, "a string or null")
         return cls(
             automation_id=_str(data, "automation_id"),
             change=_str(data, "change"),
             next_run_at=None if nxt is None else parse_instant(nxt, "data.next_run_at"),
             version=version,
+            trigger_type=trigger_type,
         )
+
+    @property
+    def may_listen(self) -> bool:
+        """Whether the automation may listen to events after this change: not when it was deleted or
+        completed, nor when its trigger is known to be another type (an older publisher's message, which
+        does not say, may)."""
+        if self.change in ("deleted", "completed"):
+            return False
+        return self.trigger_type is None or self.trigger_type == "event"
 
 
 COMMANDS = ("create", "update", "enable", "disable", "delete", "delete_by_session",

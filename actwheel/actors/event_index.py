@@ -14,7 +14,9 @@ event automation still uses it (another instance's, or one created meanwhile).
 The index is read in full at start, then kept by applying each change from
 the changed automation alone (:meth:`EventIndex.apply`): a change costs one
 row, not a read of every automation (creating N automations used to cost
-O(N²) reads, on the loop that also executes runs). The change queue is shared
+O(N²) reads, on the loop that also executes runs), and a change whose message says
+the automation listens to no event (``AutomationChanged.may_listen``: another trigger
+type, a delete) costs no read at all unless this index holds it. The change queue is shared
 by the planners of every instance, so each change reaches one of them: the
 full read is repeated at least every ``max_age_s`` (another instance's change
 is seen within that window), and it reads only the enabled event automations,
@@ -111,6 +113,10 @@ class EventIndex:
         self._uses = Counter(e.pattern for e in entries.values())
         self._loaded_at = self._clock.now()
         return self.patterns
+
+    def holds(self, automation_id: str) -> bool:
+        """Whether ``automation_id`` is indexed here (an enabled event automation as last read)."""
+        return automation_id in self._entries
 
     def apply(self, automation_id: str, current: Automation | None) -> Applied:
         """Apply one change: ``current`` is the automation as stored now (``None``: deleted).

@@ -258,11 +258,18 @@ class Planner(ConsumerActor):
     async def on_change(self, delivery: Delivery) -> None:
         """An automation changed: apply it to the event index from its own row alone (one read, whatever
         the number of automations), binding its pattern (again: idempotent) and releasing the pattern it
-        no longer uses."""
+        no longer uses.
+
+        No read at all when the index does not hold it and the change says it listens to no event (a
+        cron's create, any delete): the row would change nothing here. A later change that makes it an
+        event automation says so in its own message, read when it arrives.
+        """
         try:
             change = message_from_data(delivery.envelope.type, delivery.envelope.data)
             if not isinstance(change, AutomationChanged):
                 raise InvalidMessage("type", delivery.envelope.type, AutomationChanged.TYPE)
+            if not change.may_listen and not self._event_index.holds(change.automation_id):
+                return
             async with self._store.transaction() as tx:
                 found = await tx.automations.get_many([change.automation_id])
         except ActwheelError as exc:

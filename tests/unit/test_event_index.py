@@ -53,8 +53,9 @@ def _planner(engine: Engine) -> Planner:
     return planner
 
 
-def _change(engine: Engine, automation_id: str, change: str) -> Delivery:
-    message = AutomationChanged(automation_id=automation_id, change=change)
+def _change(engine: Engine, automation_id: str, change: str, trigger_type: str | None = None) -> Delivery:
+    """The change's message; ``trigger_type`` ``None`` is what a publisher that predates the field sends."""
+    message = AutomationChanged(automation_id=automation_id, change=change, trigger_type=trigger_type)
     envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source="test", clock=engine.clock)
     return Delivery(envelope=envelope, queue="actwheel.planner.changes", exchange=engine.bus.topology.events,
                     routing_key=message.routing_key, redelivered=False, delivery_count=1, headers={})
@@ -152,3 +153,42 @@ async def test_the_full_reload_reads_only_the_enabled_event_automations(engine: 
     assert sorted(_matching(planner)) == sorted(events)
     assert [a.id for a in paged] == [max(events)]
     assert reads["query"] == 0
+
+
+async def test_a_change_that_listens_to_no_event_reads_nothing_unless_the_index_holds_it(
+        engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    cron, orders = await _create(engine, CRON), await _create(engine, ORDERS)
+    await planner.on_change(_change(engine, cron, "created", "cron"))
+    async with engine.store.transaction() as tx:
+        await tx.automations.delete(cron)
+    await planner.on_change(_change(engine, cron, "deleted"))
+    assert reads["get_many"] == 0  # neither can index anything: no read
+    await planner.on_change(_change(engine, orders, "created", "event"))
+    assert reads["get_many"] == 1
+    async with engine.store.transaction() as tx:
+        await tx.automations.update(orders, 1, AutomationChanges(trigger=CRON))
+    await planner.on_change(_change(engine, orders, "updated", "cron"))  # held: read, dropped, released
+    assert reads["get_many"] == 2
+    assert _matching(planner) == []
+    assert "orders.*.created" not in planner._bound
+
+
+async def test_a_message_without_the_trigger_type_is_read_as_before(engine: Engine, reads: Counter[str]) -> None:
+    planner = _planner(engine)
+    cron = await _create(engine, CRON)
+    await planner.on_change(_change(engine, cron, "created"))
+    assert reads["get_many"] == 1
+    assert _matching(planner) == []
+
+
+async def test_a_skipped_create_is_indexed_by_the_change_that_makes_it_an_event_automation(engine: Engine) -> None:
+    planner = _planner(engine)
+    automation_id = await _create(engine, CRON)
+    async with engine.store.transaction() as tx:
+        await tx.automations.update(automation_id, 1, AutomationChanges(trigger=ORDERS))
+    # delivered out of order: the edit's message first, then the create's (which says cron and is skipped)
+    await planner.on_change(_change(engine, automation_id, "updated", "event"))
+    await planner.on_change(_change(engine, automation_id, "created", "cron"))
+    assert _matching(planner) == [automation_id]
+    assert "orders.*.created" in planner._bound

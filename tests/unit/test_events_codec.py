@@ -11,6 +11,7 @@ from actwheel.bus.envelope import DEFAULT_MAX_BYTES, SCHEMA_VERSION, SCHEMA_VERS
 from actwheel.bus.topology import DEFAULT_TOPOLOGY
 from actwheel.clock import VirtualClock
 from actwheel.engine import Engine
+from actwheel.errors import InvalidMessage
 from actwheel.events import MAX_EVENT_TEXT, READY_BATCH, EventFactory, transition_of
 from actwheel.messages import (
     EVENT_BATCH,
@@ -69,13 +70,30 @@ def _decoded(row: NewOutboxMessage) -> tuple[Any, Message]:
 
 
 def test_automation_changed_row(factory: EventFactory) -> None:
-    row = factory.automation_changed(_automation(), "updated")
+    row = factory.automation_changed(_automation(trigger={"type": "cron", "expression": "0 9 * * *"}), "updated")
     envelope, message = _decoded(row)
     assert (row.exchange, row.routing_key) == (DEFAULT_TOPOLOGY.events, "automation.updated")
     assert row.headers == {SCHEMA_VERSION_HEADER: SCHEMA_VERSION}
     assert (envelope.type, envelope.source, envelope.occurred_at) == ("automation.changed", SOURCE, T0)
     assert message == AutomationChanged(automation_id="a1", change="updated", next_run_at=T0 + timedelta(minutes=1),
-                                        version=4)
+                                        version=4, trigger_type="cron")
+
+
+@pytest.mark.parametrize("bad", [7, ["cron"], {"type": "cron"}, True])
+def test_automation_changed_names_a_trigger_type_that_is_not_a_string(bad: Any) -> None:
+    data = {"automation_id": "a1", "change": "updated", "trigger_type": bad}
+    with pytest.raises(InvalidMessage) as caught:
+        AutomationChanged.from_data(data)
+    assert caught.value.errors[0].field == "data.trigger_type"
+    assert caught.value.errors[0].value == bad
+
+
+@pytest.mark.parametrize(("change", "trigger_type", "may_listen"), [
+    ("created", "event", True), ("created", None, True), ("updated", "cron", False),
+    ("deleted", None, False), ("completed", "event", False)])
+def test_whether_a_change_may_leave_an_event_automation(change: str, trigger_type: str | None,
+                                                         may_listen: bool) -> None:
+    assert AutomationChanged(automation_id="a", change=change, trigger_type=trigger_type).may_listen is may_listen
 
 
 def test_automation_gone_row(factory: EventFactory) -> None:
@@ -165,7 +183,7 @@ async def test_rows_written_by_the_service_decode_back(engine: Engine) -> None:
     messages = {r.routing_key: message_from_data(decode(r.body).type, decode(r.body).data) for r in rows}
     assert messages["automation.created"] == AutomationChanged(
         automation_id=automation.id, change="created", next_run_at=automation.next_run_at,
-        version=automation.version)
+        version=automation.version, trigger_type="cron")
     assert messages["run.ready"] == RunsReady(run_ids=(run.id,))
     assert {decode(r.body).source for r in rows} == {"actwheel/t"}
 

@@ -57,7 +57,7 @@ async def test_create_stores_the_automation_with_its_first_fire(engine: Engine) 
     assert await engine.service.get(ALICE, automation.id) == automation
     assert ("automation.created", {"automation_id": automation.id, "change": "created",
                                    "next_run_at": automation.next_run_at.isoformat(),
-                                   "version": automation.version}) in await _outbox(engine)
+                                   "version": automation.version, "trigger_type": "cron"}) in await _outbox(engine)
 
 
 async def test_create_accepts_alias_and_flat_action_fields(engine: Engine) -> None:
