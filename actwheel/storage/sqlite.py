@@ -71,10 +71,6 @@ def _positional(query: Query) -> tuple[str, Any]:
     return sql, itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
 
 
-def _positional_values(pick: Any, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-    return [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
-
-
 @contextmanager
 def _mapped() -> Iterator[None]:
     """Translate sqlite3 errors into the port's errors."""
@@ -138,12 +134,7 @@ class _SqliteRunner(SqlRunner):
     async def copy_rows(self, name: str, rows: Sequence[Mapping[str, Any]], *, guarded: bool = True) -> None:
         if not rows:
             return
-        query = self._queries[name]
-        sql, pick = _positional(query)
-        if "now" in query.params:
-            now = codec.to_micros(self._clock.now())  # once, not once per row
-            rows = [{**row, "now": now} for row in rows]
-        values = _positional_values(pick, rows)
+        sql, values = self._positional_rows(name, rows)
         if not guarded:
             with _mapped():
                 await self._conn.executemany(sql, values)
@@ -153,12 +144,16 @@ class _SqliteRunner(SqlRunner):
     async def insert_rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:
             return 0
+        return await self._guarded_many(*self._positional_rows(name, rows))
+
+    def _positional_rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, list[list[Any]]]:
+        """Query ``name`` with ``?`` placeholders and each row's values in their order (``now`` read once)."""
         query = self._queries[name]
         sql, pick = _positional(query)
         if "now" in query.params:
-            now = codec.to_micros(self._clock.now())
+            now = codec.to_micros(self._clock.now())  # once, not once per row
             rows = [{**row, "now": now} for row in rows]
-        return await self._guarded_many(sql, _positional_values(pick, rows))
+        return sql, [[v if type(v) in _PLAIN else _encode(v) for v in pick(row)] for row in rows]
 
     async def _guarded_many(self, sql: str, values: list[list[Any]]) -> int:
         """``executemany`` under a savepoint; the rows it changed."""
