@@ -91,7 +91,7 @@ def test_automation_changed_names_a_trigger_type_that_is_not_a_string(bad: Any) 
 @pytest.mark.parametrize(("change", "trigger_type", "may_listen"), [
     ("created", "event", True), ("created", None, True), ("updated", "cron", False),
     ("deleted", None, False), ("completed", "event", False)])
-def test_whether_a_change_may_leave_an_event_automation(change: str, trigger_type: str | None,
+def test_whether_a_change_may_leave_the_automation_listening_to_events(change: str, trigger_type: str | None,
                                                          may_listen: bool) -> None:
     assert AutomationChanged(automation_id="a", change=change, trigger_type=trigger_type).may_listen is may_listen
 
