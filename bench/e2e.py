@@ -536,7 +536,8 @@ async def changes(kind: str, small: int, large: int, ops: int, creates: int, con
     process per create / update / enable / disable / delete — measured over ``ops`` sequential requests
     each and until the engine is idle again (what the change sets off counts) — with ``small`` and then
     ``large`` automations stored; then creates/s of ``creates`` concurrent single creates
-    (``concurrency`` in flight) with ``large`` stored."""
+    (``concurrency`` in flight) with ``large`` stored, through the in-process client and then over a real
+    socket from another process (:func:`_socket_creates`); then the batch route's creates/s."""
     import httpx
 
     from actwheel.api.app import create_app
@@ -553,10 +554,58 @@ async def changes(kind: str, small: int, large: int, ops: int, creates: int, con
             at_large = await _change_costs(client, ops)
             rate = await _concurrent_creates(client, creates, concurrency)
             batch = await _batch_creates(client, creates)
+        over_socket = await _socket_creates(run, creates, concurrency)
     ratios = {op: round(at_large[op]["cpu_us"] / at_small[op]["cpu_us"], 2) for op in CHANGE_OPS}
     return {f"cost_{small}": at_small, f"cost_{large}": at_large, "cost_ratio_100k_vs_100": ratios,
             "create_per_s_100k": rate["per_s"], "concurrent_creates": rate, "stored_large": large, "batch": batch,
-            "batch_create_per_s": batch.get("per_s")}
+            "batch_create_per_s": batch.get("per_s"), "socket_creates": over_socket,
+            "create_per_s_100k_over_socket": over_socket["per_s"]}
+
+
+async def _socket_creates(run: StackRun, total: int, concurrency: int) -> dict[str, Any]:
+    """Creates/s of ``total`` single creates over a real local socket: the API served by uvicorn in this
+    process (as ``actwheel run`` serves it), the client another process (``bench/create_client.py``), so
+    that this process's CPU per create is the server's own, without an in-process client's."""
+    import socket
+
+    import uvicorn
+
+    from actwheel.api.app import create_app
+
+    await _settle()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)  # the client's connections wait in the backlog until uvicorn accepts them
+    server = uvicorn.Server(uvicorn.Config(create_app(run.engine.control), log_level="warning", lifespan="off",
+                                           access_log=False))
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("create_client.py")),
+        "--url", f"http://127.0.0.1:{listener.getsockname()[1]}", "--creates", str(total),
+        "--concurrency", str(concurrency), env={**os.environ, "ACTWHEEL_BENCH_TOKEN": run.token},
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert client.stdin is not None
+        assert client.stdout is not None
+        if (await client.stdout.readline()).strip() != b"ready":  # imported, connected: not timed
+            raise RuntimeError("bench/create_client.py did not start")
+        cpu_start = _cpu()
+        client.stdin.write(b"go\n")
+        await client.stdin.drain()
+        line = await client.stdout.readline()
+        cpu = _cpu() - cpu_start
+        if await client.wait() != 0 or not line:
+            raise RuntimeError(f"bench/create_client.py failed (exit {client.returncode})")
+    finally:
+        if client.returncode is None:
+            client.kill()
+        server.should_exit = True
+        await serving
+    report = json.loads(line)
+    return {"per_s": round(report["creates"] / report["wall_s"], 1), "creates": report["creates"],
+            "concurrency": concurrency, "server_cpu_us_per_create": round(cpu / report["creates"] * 1e6, 1),
+            "client_cpu_us_per_create": round(report["client_cpu_s"] / report["creates"] * 1e6, 1)}
 
 
 async def _batch_creates(client: Any, total: int, size: int = 1000) -> dict[str, Any]:
