@@ -68,6 +68,8 @@ async def _answer(reader: asyncio.StreamReader, expected: int) -> bytes:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value)
+        elif name.strip().lower() == b"transfer-encoding":  # never sent for these JSON answers: read wrong
+            raise SystemExit(f"a {value.strip()!r} answer: this client reads only content-length bodies")
     body = await reader.readexactly(length)
     if status != expected:
         raise SystemExit(f"answered {status}, not {expected}: {body[:300]!r}")
