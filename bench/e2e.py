@@ -67,6 +67,7 @@ from actwheel.settings import Settings
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
 from actwheel.storage.records import NewApiKey, NewAutomation, NewPrincipal, PrincipalKind, Run, RunStatus
+from bench.ablation import ablate
 
 DATABASE_URL = os.environ.get("ACTWHEEL_BENCH_DATABASE_URL",
                               "postgresql://actwheel:actwheel@127.0.0.1:54329/actwheel")
@@ -816,8 +817,14 @@ def main() -> int:
                              "actwheel run does (default: off)")
     parser.add_argument("--fire-ahead", type=float, default=0.0, metavar="S",
                         help="the engines' fire-ahead lead window in seconds (ACTWHEEL_FIRE_AHEAD_S; default 0: off)")
+    parser.add_argument("--ablate", default="", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
+                        metavar="HOPS", help="diagnostic: take these hops out (auditor, pipeline; bench/ablation.py) "
+                                             "to measure what each costs; never the engine's figures")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    ablated = ablate(args.ablate)
+    if ablated and not args.json:
+        print(f"ABLATED (diagnostic, not the engine's figures): {', '.join(ablated)}", flush=True)
     if args.gc_freeze >= 0:
         GC_TUNE.append(args.gc_freeze)
     if args.fire_ahead:
@@ -830,7 +837,7 @@ def main() -> int:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
             report[kind] = runner.run(bench_stack(kind, args))
             report[kind]["runtime"] = {"loop": type(runner.get_loop()).__module__, "gc": GC_TUNE[:1] or None,
-                                       "fire_ahead_s": args.fire_ahead}
+                                       "fire_ahead_s": args.fire_ahead, "ablated": ablated}
     if args.json:
         print(json.dumps(report, indent=2))
     return 0
