@@ -18,13 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from itertools import groupby
+from typing import Any
 
 from actwheel.actors.base import Actor
 from actwheel.actors.sleeping import wait_or_wake
 from actwheel.bus.base import Bus
 from actwheel.bus.envelope import Envelope, decode
+from actwheel.bus.wire import message_headers
 from actwheel.clock import Clock
-from actwheel.errors import ActwheelError, InvalidMessage, Unroutable
+from actwheel.errors import ActwheelError, InvalidInput, InvalidMessage, Unroutable
 from actwheel.logs import get_logger
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import NewDeadLetter, OutboxMessage
@@ -151,10 +153,10 @@ class CdcEmitter(Actor):
         dead: list[tuple[OutboxMessage, str]] = []
         for exchange, group in groupby(rows, key=lambda r: r.exchange):
             batch = list(group)
-            items, undecodable = _items(batch)
+            items, headers, undecodable = _items(batch)
             dead.extend(undecodable)
             try:
-                await self._bus.publish_many(exchange, items)
+                await self._bus.publish_many(exchange, items, headers=headers)
             except Unroutable:
                 dead.extend(await self._publish_one_by_one(exchange, batch))
         for _, reason in dead:
@@ -165,22 +167,31 @@ class CdcEmitter(Actor):
                                   batch: Sequence[OutboxMessage]) -> list[tuple[OutboxMessage, str]]:
         dead = []
         for row in batch:
-            items, _ = _items([row])
+            items, headers, _ = _items([row])
             if not items:
                 continue  # already counted as undecodable
             try:
-                await self._bus.publish(exchange, row.routing_key, items[0][1])
+                await self._bus.publish(exchange, row.routing_key, items[0][1], headers=headers[0])
             except Unroutable:
                 _log.warning("outbox_unroutable", exchange=exchange, routing_key=row.routing_key)
                 dead.append((row, "unroutable"))
         return dead
 
 
-def _items(rows: Sequence[OutboxMessage]) -> tuple[list[tuple[str, Envelope]], list[tuple[OutboxMessage, str]]]:
-    items, bad = [], []
+def _items(rows: Sequence[OutboxMessage]) -> tuple[list[tuple[str, Envelope]], list[dict[str, Any]],
+                                                   list[tuple[OutboxMessage, str]]]:
+    """What to publish — ``(routing key, envelope)`` and the row's headers, each — and the undecodable rows."""
+    items, headers, bad = [], [], []
     for row in rows:
         try:
-            items.append((row.routing_key, decode(row.body)))
+            envelope = decode(row.body)
         except InvalidMessage:
             bad.append((row, "undecodable"))
-    return items, bad
+            continue
+        try:
+            headers.append(message_headers(row.headers))
+        except InvalidInput:
+            bad.append((row, "bad_headers"))
+            continue
+        items.append((row.routing_key, envelope))
+    return items, headers, bad

@@ -27,6 +27,7 @@ from actwheel.actions.base import ActionResult
 from actwheel.actions.pipeline import AuditRecord, DispatchOutcome, DispatchPipeline, DispatchRequest
 from actwheel.actions.secrets import mask_secrets
 from actwheel.actors import queues
+from actwheel.actors.audit_rows import audited_in_place
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
 from actwheel.actors.publishers import authorize_publisher
 from actwheel.actors.sleeping import sleep_or_wake
@@ -296,11 +297,12 @@ class ExecutorRouter(ConsumerActor):
         return await in_transaction(self._store, lambda tx: self._write_finishes(tx, batch), clock=self._clock)
 
     async def _write_finishes(self, tx: Transaction, batch: Sequence[_Finish]) -> list[bool]:
-        """Statuses (only where owner and epoch still hold), audit trails, events and dead letters: one transaction."""
+        """Statuses (only where owner and epoch still hold), audit trails (the pipeline's and the lifecycle
+        events' rows, which the auditor then need not write), events and dead letters: one transaction."""
         applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
         done = [f for f in batch if f.run.id in applied]
-        await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)])
-        rows = self._finish_events(done)
+        rows, lifecycle = audited_in_place(self._finish_events(done))
+        await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)] + lifecycle)
         if rows:
             await tx.outbox.append_many(rows)
         for letter in [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]:

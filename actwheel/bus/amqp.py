@@ -82,7 +82,7 @@ from actwheel.bus.consuming import (
 )
 from actwheel.bus.envelope import CONTENT_TYPE, DEFAULT_MAX_BYTES, Envelope, encode
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology, check_routing_key
-from actwheel.bus.wire import message_headers
+from actwheel.bus.wire import headers_per_item, message_headers
 from actwheel.cancellation import cancel_requested
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import BusError, BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
@@ -320,11 +320,13 @@ class AmqpBus(Bus):
         items: Sequence[tuple[str, Envelope]],
         *,
         mandatory: bool = True,
+        headers: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> None:
         self._require_open()
         check_exchange(self.topology, exchange)
         _check_unique_ids(items)
-        frames = [(check_routing_key("routing_key", key), *self._frame(env, None)) for key, env in items]
+        frames = [(check_routing_key("routing_key", key), *self._frame(env, item_headers))
+                  for (key, env), item_headers in zip(items, headers_per_item(items, headers), strict=True)]
         for start in range(0, len(frames), _PIPELINE):
             await self._send(exchange, frames[start:start + _PIPELINE], mandatory)
 

@@ -343,8 +343,13 @@ class Bus(ABC):
         items: Sequence[tuple[str, Envelope]],
         *,
         mandatory: bool = True,
+        headers: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> None:
         """Publish ``(routing_key, envelope)`` pairs in order and wait for all confirms together.
+
+        ``headers``: each item's headers (as :meth:`publish` takes them), in the order of ``items``.
+
+        :raises InvalidInput: ``headers`` is not as long as ``items`` (nothing is published)
 
         Not atomic: when it raises (the first failure, in ``items`` order, with the errors of
         :meth:`publish`), some messages may have been published; retrying them all is safe.

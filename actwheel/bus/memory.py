@@ -50,7 +50,7 @@ from actwheel.bus.consuming import (
 )
 from actwheel.bus.envelope import DEFAULT_MAX_BYTES, Envelope, encode
 from actwheel.bus.topology import DEFAULT_TOPOLOGY, QueueSpec, Topology, check_routing_key
-from actwheel.bus.wire import message_headers
+from actwheel.bus.wire import headers_per_item, message_headers
 from actwheel.clock import Clock, SystemClock
 from actwheel.errors import BusUnavailable, InvalidInput, InvalidMessage, PublishRefused, Unroutable
 from actwheel.logs import get_logger
@@ -223,9 +223,10 @@ class MemoryBus(Bus):
         items: Sequence[tuple[str, Envelope]],
         *,
         mandatory: bool = True,
+        headers: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> None:
-        for routing_key, envelope in items:
-            await self.publish(exchange, routing_key, envelope, mandatory=mandatory)
+        for (routing_key, envelope), item_headers in zip(items, headers_per_item(items, headers), strict=True):
+            await self.publish(exchange, routing_key, envelope, headers=item_headers, mandatory=mandatory)
 
     async def publish_raw(
         self,

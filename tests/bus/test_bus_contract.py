@@ -232,6 +232,28 @@ async def test_mandatory_unroutable_raises(harness: Harness) -> None:
         await harness.bus.publish_many(harness.events, [("known.x", envelope()), ("nobody.x", envelope())])
 
 
+async def test_publish_many_carries_each_items_headers(harness: Harness) -> None:
+    queue = await harness.queue("many-headers", (harness.events, "h.*"))
+    collector = Collector()
+    await harness.bus.consume(queue, collector, prefetch=10)
+    sent = unique_envelopes(3)
+    await harness.bus.publish_many(harness.events, [("h.x", e) for e in sent],
+                                   headers=[{"x-actwheel-audited": True}, None, {"x-n": 2}])
+    deliveries = await collector.wait_for(3)
+    by_id = {d.envelope.id: d.headers for d in deliveries}
+    assert by_id[sent[0].id]["x-actwheel-audited"] is True  # a boolean stays a boolean through the broker
+    assert "x-actwheel-audited" not in by_id[sent[1].id]
+    assert by_id[sent[2].id]["x-n"] == 2
+    assert all(h["x-schema-version"] == 1 for h in by_id.values())
+    with pytest.raises(InvalidInput) as short:
+        await harness.bus.publish_many(harness.events, [("h.y", e) for e in unique_envelopes(2)], headers=[None])
+    assert short.value.field == "headers"
+    marker = envelope()
+    await harness.bus.publish(harness.events, "h.marker", marker)
+    after = await collector.wait_for(4)
+    assert [d.envelope.id for d in after[3:]] == [marker.id]  # a FIFO queue: nothing of the refused call came
+
+
 async def test_bad_publish_arguments_are_refused_naming_the_field(harness: Harness) -> None:
     with pytest.raises(InvalidInput) as caught:
         await harness.bus.publish("actwheel.nope", "a", envelope())

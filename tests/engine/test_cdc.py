@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from services import isolated_postgres_url
 from actwheel.actors.cdc import CdcEmitter
 from actwheel.bus import MemoryBus, QueueSpec
 from actwheel.bus.base import Delivery
+from actwheel.bus.envelope import decode
 from actwheel.clock import SystemClock, VirtualClock
 from actwheel.events import EventFactory
 from actwheel.storage import open_store
@@ -115,3 +117,45 @@ async def test_an_idle_relay_stops_at_once_not_after_its_poll_interval(tmp_path:
     finally:
         await bus.stop()
         await store.stop()
+
+
+async def test_a_rows_headers_travel_with_it_and_a_row_whose_headers_cannot_is_dead_lettered(tmp_path: Path) -> None:
+    """The relay publishes each row with its headers (the router's audited mark among them); a row whose
+    headers the bus cannot carry is dead-lettered ``bad_headers`` and the rows around it still go."""
+    store = open_store(f"sqlite:///{tmp_path / 'headers.db'}", clock=VirtualClock(T0))
+    await store.start()
+    bus = MemoryBus(clock=VirtualClock(T0))
+    await bus.start()
+    await bus.declare_queue(QueueSpec("seen", ((bus.topology.events, "#"),)))
+    seen: list[Delivery] = []
+    two = asyncio.Event()
+    await bus.consume("seen", _append_to(seen, two, at=2), prefetch=16)
+    events = EventFactory(topology=bus.topology, clock=VirtualClock(T0), source="actwheel/test")
+    good, bad, after = (events.automation_gone(f"a{i}", "deleted") for i in range(3))
+    rows = [replace(good, headers={**good.headers, "x-mark": True}),
+            replace(bad, headers={"x-nested": {"not": "a scalar"}}), after]
+    try:
+        async with store.transaction() as tx:
+            await tx.outbox.append_many(rows)
+        relay = CdcEmitter(store=store, bus=bus, clock=VirtualClock(T0), batch=10)
+        assert await relay.relay_until_empty() == 3
+        await asyncio.wait_for(two.wait(), 30)  # a hang detector, not synchronisation
+        assert [d.envelope.id for d in seen] == [decode(good.body).id, decode(after.body).id]
+        assert seen[0].headers["x-mark"] is True
+        assert "x-mark" not in seen[1].headers
+        async with store.transaction() as tx:
+            [letter] = await tx.dead_letters.query(source="outbox")
+            assert await tx.outbox.backlog() == 0
+        assert letter.reason == "bad_headers"
+    finally:
+        await bus.stop()
+        await store.stop()
+
+
+def _append_to(sink: list[Delivery], reached: asyncio.Event, *, at: int):  # type: ignore[no-untyped-def]
+    async def record(delivery: Delivery) -> None:
+        sink.append(delivery)
+        if len(sink) >= at:
+            reached.set()
+
+    return record

@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 
+from actwheel.actors.audit_rows import AUDITED_HEADER, audited_in_place, pre_audited
 from actwheel.actors.auditor import Auditor, audit_entries_of
 from actwheel.bus import MemoryBus
 from actwheel.bus.base import Delivery, Reject
-from actwheel.bus.envelope import Envelope
+from actwheel.bus.envelope import Envelope, decode, encode
 from actwheel.clock import VirtualClock
 from actwheel.errors import InvalidMessage
 from actwheel.storage import open_store
 from actwheel.storage.base import Store
+from actwheel.storage.records import NewOutboxMessage
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -98,4 +100,71 @@ async def test_entries_the_store_refuses_fail_their_delivery_only(store: Store) 
     assert outcomes[1] is None
     assert await _trail(store, "r1") == ["env-1:r1"]
     assert await _trail(store, "r9") == []
+    await auditor.drain()
+
+
+def _outbox_row(routing_key: str, envelope: Envelope) -> NewOutboxMessage:
+    return NewOutboxMessage(exchange="actwheel.events", routing_key=routing_key, body=encode(envelope),
+                            headers={"x-schema-version": 1})
+
+
+def _published(row: NewOutboxMessage) -> Delivery:
+    """``row`` as the relay publishes it and a consumer receives it (its headers travel with it)."""
+    return Delivery(envelope=decode(row.body), queue="actwheel.auditor", exchange=row.exchange,
+                    routing_key=row.routing_key, redelivered=False, delivery_count=1, headers=dict(row.headers))
+
+
+def test_the_router_marks_its_lifecycle_messages_and_writes_what_the_auditor_would() -> None:
+    succeeded = _succeeded("r1", "r2").envelope
+    completed = Envelope(id="env-2", type="actions.completed", occurred_at=T0, source="actwheel/test",
+                         data={"actions": [{"run_id": "r1", "action_type": "simple.op", "result": {"v": 1}}]})
+    ready = Envelope(id="env-3", type="runs.ready", occurred_at=T0, source="actwheel/test", data={"run_ids": ["r3"]})
+    rows = [_outbox_row("run.succeeded", succeeded), _outbox_row("action.completed", completed),
+            _outbox_row("run.ready", ready)]
+    marked, entries = audited_in_place(rows)
+    assert [r.headers.get(AUDITED_HEADER) for r in marked] == [True, True, None]
+    assert [r.body for r in marked] == [r.body for r in rows]  # the messages themselves are unchanged
+    expected = [entry for row in rows for entry in audit_entries_of(_published(row))]
+    assert entries == expected
+    assert [e.event_id for e in entries] == ["env-1:r1", "env-1:r2", "env-2:r1"]
+    assert [pre_audited(_published(r)) for r in marked] == [True, True, False]
+
+
+def test_a_mark_counts_only_on_the_engines_own_lifecycle_messages() -> None:
+    succeeded = _succeeded("r1")
+    forged_key = Delivery(envelope=succeeded.envelope, queue="q", exchange="actwheel.events",
+                          routing_key="order.created", redelivered=False, delivery_count=1,
+                          headers={AUDITED_HEADER: True})
+    plain_type = _delivery("run.succeeded", "order.created", {"run_id": "r1"})
+    plain_type = Delivery(envelope=plain_type.envelope, queue="q", exchange="actwheel.events",
+                          routing_key="run.succeeded", redelivered=False, delivery_count=1,
+                          headers={AUDITED_HEADER: True})
+    truthy = Delivery(envelope=succeeded.envelope, queue="q", exchange="actwheel.events", routing_key="run.succeeded",
+                      redelivered=False, delivery_count=1, headers={AUDITED_HEADER: "yes"})
+    assert not pre_audited(forged_key)
+    assert not pre_audited(plain_type)
+    assert not pre_audited(truthy)
+    assert not pre_audited(succeeded)
+
+
+async def test_the_auditor_acknowledges_a_marked_message_without_writing(store: Store) -> None:
+    auditor = Auditor(bus=MemoryBus(), store=store)
+    [row], _ = audited_in_place([_outbox_row("run.succeeded", _succeeded("r1").envelope)])
+    await auditor.on_event(_published(row))
+    assert auditor.pre_audited == 1
+    assert await _trail(store, "r1") == []  # nothing written here: the router wrote it with the finish
+    await auditor.drain()
+
+
+async def test_rows_written_by_the_router_and_again_by_an_auditor_that_ignores_the_mark_are_kept_once(
+        store: Store) -> None:
+    row = _outbox_row("run.succeeded", _succeeded("r1", "r2").envelope)
+    _, entries = audited_in_place([row])
+    async with store.transaction() as tx:  # the router's finish transaction
+        await tx.audit.append_many(entries)
+    auditor = Auditor(bus=MemoryBus(), store=store)
+    await auditor.on_event(_published(row))  # unmarked: an older engine's publisher, or its auditor
+    assert auditor.pre_audited == 0
+    assert await _trail(store, "r1") == ["env-1:r1"]
+    assert await _trail(store, "r2") == ["env-1:r2"]
     await auditor.drain()
