@@ -5,8 +5,13 @@ that a run's CPU with and without it, alternated in one window, says what the ho
 its own code, the SQLite or PostgreSQL work it causes, the bus traffic it handles, the garbage it
 makes. A profiler's shares of the event loop miss most of that (round 12 in docs/benchmarks.md).
 
-- ``auditor``: the auditor acknowledges every event and writes nothing (no LIFECYCLE / ACTION rows).
-  The sustained row's ``runs_per_s`` is then 0 (it counts audited runs); read ``succeeded_per_s``.
+- ``auditor``: the auditor acknowledges every event and writes nothing. Since the router writes the
+  LIFECYCLE / ACTION rows of its own finishes (round 12), this takes out only the auditor's handling of
+  the deliveries (and the rows of other lifecycle events: SKIPPED at planning, recovery, cancels).
+- ``lifecycle``: the router writes no LIFECYCLE / ACTION rows with its finishes (and, as with
+  ``auditor``, the auditor writes none). The sustained row's ``runs_per_s`` is then 0 (it counts
+  audited runs); read ``succeeded_per_s``.
+- ``trail``: the router writes no PIPELINE row (the pipeline's phases) with its finishes.
 - ``pipeline``: the dispatch pipeline returns SUCCEEDED with one EXECUTE trail record at once (no
   resolve, permission, validation, executor, trail of five phases, metrics).
 """
@@ -18,8 +23,10 @@ from typing import Any
 
 from actwheel.actions.base import ActionResult
 from actwheel.actions.pipeline import AuditRecord, DispatchOutcome, DispatchPipeline, DispatchRequest
+from actwheel.actors import router
 from actwheel.actors.auditor import Auditor
 from actwheel.bus.base import Delivery
+from actwheel.storage.records import NewAuditEntry, NewOutboxMessage
 
 __all__ = ["HOPS", "ablate"]
 
@@ -34,9 +41,19 @@ async def _succeed_at_once(self: DispatchPipeline, request: DispatchRequest) -> 
                            executor_type=request.action_type, audit=(AuditRecord("EXECUTE", {}, now),))
 
 
-HOPS: dict[str, tuple[type, str, Any]] = {
-    "auditor": (Auditor, "on_event", _ack_only),
-    "pipeline": (DispatchPipeline, "dispatch", _succeed_at_once),
+def _no_trail(*_: Any) -> list[NewAuditEntry]:
+    return []
+
+
+def _unaudited(rows: Sequence[NewOutboxMessage]) -> tuple[list[NewOutboxMessage], list[NewAuditEntry]]:
+    return list(rows), []
+
+
+HOPS: dict[str, list[tuple[Any, str, Any]]] = {
+    "auditor": [(Auditor, "on_event", _ack_only)],
+    "lifecycle": [(Auditor, "on_event", _ack_only), (router, "audited_in_place", _unaudited)],
+    "pipeline": [(DispatchPipeline, "dispatch", _succeed_at_once)],
+    "trail": [(router, "_audit_rows", _no_trail)],
 }
 
 
@@ -48,6 +65,6 @@ def ablate(hops: Sequence[str]) -> list[str]:
     if unknown:
         raise SystemExit(f"--ablate: unknown hop(s) {unknown}; known: {sorted(HOPS)}")
     for hop in hops:
-        owner, attribute, stub = HOPS[hop]
-        setattr(owner, attribute, stub)
+        for owner, attribute, stub in HOPS[hop]:
+            setattr(owner, attribute, stub)
     return list(hops)

@@ -818,7 +818,8 @@ def main() -> int:
     parser.add_argument("--fire-ahead", type=float, default=0.0, metavar="S",
                         help="the engines' fire-ahead lead window in seconds (ACTWHEEL_FIRE_AHEAD_S; default 0: off)")
     parser.add_argument("--ablate", default="", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
-                        metavar="HOPS", help="diagnostic: take these hops out (auditor, pipeline; bench/ablation.py) "
+                        metavar="HOPS", help="diagnostic: take these hops out (auditor, lifecycle, pipeline, trail: "
+                                             "bench/ablation.py) "
                                              "to measure what each costs; never the engine's figures")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
