@@ -8,10 +8,11 @@ makes. A profiler's shares of the event loop miss most of that (round 12 in docs
 - ``auditor``: the auditor acknowledges every event and writes nothing. Since the router writes the
   LIFECYCLE / ACTION rows of its own finishes (round 12), this takes out only the auditor's handling of
   the deliveries (and the rows of other lifecycle events: SKIPPED at planning, recovery, cancels).
-- ``lifecycle``: the router writes no LIFECYCLE / ACTION rows with its finishes (and, as with
+- ``lifecycle``: the router writes no LIFECYCLE / ACTION entries with its finishes (and, as with
   ``auditor``, the auditor writes none). The sustained row's ``runs_per_s`` is then 0 (it counts
   audited runs); read ``succeeded_per_s``.
-- ``trail``: the router writes no PIPELINE row (the pipeline's phases) with its finishes.
+- ``trail``: the router writes no PIPELINE row (the pipeline's phases) with its finishes; the lifecycle
+  entries it would carry are written as rows of their own.
 - ``pipeline``: the dispatch pipeline returns SUCCEEDED with one EXECUTE trail record at once (no
   resolve, permission, validation, executor, trail of five phases, metrics).
 """

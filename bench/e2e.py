@@ -234,7 +234,14 @@ RUN_TIMES = {
 COUNTS = {
     "succeeded": "SELECT count(*) FROM runs WHERE status = 'SUCCEEDED'",
     "runs": "SELECT count(*) FROM runs",
-    "audited": "SELECT count(DISTINCT run_id) FROM audit WHERE phase = 'LIFECYCLE'",
+    # a LIFECYCLE entry: a row of its own (the auditor's), or inside the finish's PIPELINE row (storage/trail.py)
+    "audited": {
+        "sqlite": "SELECT count(DISTINCT run_id) FROM audit WHERE phase = 'LIFECYCLE' OR (phase = 'PIPELINE' "
+                  "AND EXISTS (SELECT 1 FROM json_each(details, '$.events') "
+                  "WHERE json_extract(value, '$.phase') = 'LIFECYCLE'))",
+        "postgres": "SELECT count(DISTINCT run_id) FROM audit WHERE phase = 'LIFECYCLE' OR (phase = 'PIPELINE' "
+                    "AND jsonb_path_exists(details, '$.events[*] ? (@.phase == \"LIFECYCLE\")'))",
+    },
     "outbox_unpublished": "SELECT count(*) FROM outbox WHERE published_at IS NULL",
 }
 
@@ -261,7 +268,10 @@ def _sqlite_rows(path: str, query: str) -> list[tuple[Any, ...]]:
 
 
 async def count(run: StackRun, what: str) -> int:
-    return int((await sql(run, COUNTS[what]))[0][0])
+    query = COUNTS[what]
+    if isinstance(query, dict):  # one per backend
+        query = query["sqlite" if run.kind == "embedded" else "postgres"]
+    return int((await sql(run, query))[0][0])
 
 
 async def run_times(run: StackRun) -> list[tuple[float, float, float | None, str]]:

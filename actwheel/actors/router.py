@@ -302,7 +302,7 @@ class ExecutorRouter(ConsumerActor):
         applied = await tx.runs.finish_many([_outcome_row(f, self._instance) for f in batch])
         done = [f for f in batch if f.run.id in applied]
         rows, lifecycle = audited_in_place(self._finish_events(done))
-        await tx.audit.append_many([entry for f in done for entry in _audit_rows(f, self._instance)] + lifecycle)
+        await tx.audit.append_many(_trail_rows(done, lifecycle, self._instance))
         if rows:
             await tx.outbox.append_many(rows)
         for letter in [_dead_letter(f) for f in done if f.status is RunStatus.DEAD]:
@@ -517,13 +517,24 @@ def _bounded_error(error: str | None) -> str | None:
     return error[: MAX_RESULT_BYTES // 4] + "… (truncated)"
 
 
-def _audit_rows(finish: _Finish, actor: str) -> list[NewAuditEntry]:
-    """One trail row for the attempt's phases (read back as one entry per phase)."""
+def _trail_rows(done: Sequence[_Finish], lifecycle: Sequence[NewAuditEntry], actor: str) -> list[NewAuditEntry]:
+    """The finishes' audit rows: per attempt, one row of its pipeline phases that carries the lifecycle
+    entries of its run (``storage/trail.py``); the entries of a run without phases stand as rows of their own."""
+    by_run: dict[str | None, list[NewAuditEntry]] = {}
+    for entry in lifecycle:
+        by_run.setdefault(entry.run_id, []).append(entry)
+    rows = [row for f in done for row in _audit_rows(f, actor, by_run)]
+    return rows + [entry for entries in by_run.values() for entry in entries]
+
+
+def _audit_rows(finish: _Finish, actor: str, events: dict[str | None, list[NewAuditEntry]]) -> list[NewAuditEntry]:
+    """One trail row for the attempt's phases (read back as one entry per phase), carrying the run's entries
+    taken from ``events``."""
     run, phases = finish.run, finish.outcome.audit
     if not phases:
         return []
     return [pipeline_entry(event_id=f"{run.id}:{run.attempt}", actor=actor, run_id=run.id,
-                           automation_id=run.automation_id, phases=phases)]
+                           automation_id=run.automation_id, phases=phases, events=events.pop(run.id, ()))]
 
 
 def _dead_letter(finish: _Finish) -> NewDeadLetter:

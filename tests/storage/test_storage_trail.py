@@ -1,5 +1,6 @@
 """One trail row per run attempt (issue 15): a packed pipeline row is stored once and read back as its
-phases, on both databases; rows of one phase each (an older version's, the auditor's) read as they are."""
+phases, then the lifecycle entries it carries, on both databases; rows of one phase each (an older
+version's, the auditor's) read as they are, and an entry both carried and written alone reads once."""
 
 from __future__ import annotations
 
@@ -50,6 +51,36 @@ async def test_a_pipeline_row_is_one_row_read_back_as_its_phases(store: Store) -
     assert {e.actor for e in trail[1:]} == {"router-1"}
     assert len({e.seq for e in trail[1:]}) == 1  # one row
     assert [e.phase for e in latest] == ["PERMISSION", "EXECUTE"]  # the limit counts phases, not rows
+
+
+async def test_the_lifecycle_entries_a_pipeline_row_carries_read_back_as_the_auditors_rows(store: Store) -> None:
+    automation = await make_automation(store)
+    run = await make_run(store, automation)
+    at = T0 + timedelta(milliseconds=9)
+    lifecycle = NewAuditEntry(event_id=f"env-1:{run.id}", phase="LIFECYCLE", actor="actwheel/i1", run_id=run.id,
+                              automation_id=automation.id, occurred_at=at,
+                              details={"event": "run.succeeded", "status": "SUCCEEDED"})
+    action = NewAuditEntry(event_id=f"env-2:{run.id}", phase="ACTION", actor="actwheel/i1", run_id=run.id,
+                           automation_id=automation.id, occurred_at=at,
+                           details={"event": "action.completed", "result": {"summary": "set x"}})
+    packed = pipeline_entry(event_id=f"{run.id}:1", actor="router-1", run_id=run.id, automation_id=automation.id,
+                            phases=PHASES, events=[lifecycle, action])
+    async with store.transaction() as tx:
+        assert await tx.audit.append_many([packed]) == 1
+        # an older auditor that does not know the mark writes the lifecycle entry as a row of its own
+        assert await tx.audit.append(lifecycle) is True
+
+    async with store.transaction() as tx:
+        trail = await tx.audit.trail(run.id)
+        latest = await tx.audit.for_automation(automation.id, limit=3)
+
+    assert [e.phase for e in trail] == ["DISPATCH", "PERMISSION", "EXECUTE", "LIFECYCLE", "ACTION"]
+    assert [(e.event_id, e.actor, e.occurred_at, e.automation_id) for e in trail[3:]] == [
+        (f"env-1:{run.id}", "actwheel/i1", at, automation.id), (f"env-2:{run.id}", "actwheel/i1", at, automation.id)]
+    assert trail[3].details == {"event": "run.succeeded", "status": "SUCCEEDED"}
+    assert trail[4].details["result"] == {"summary": "set x"}
+    assert len({e.seq for e in trail}) == 1  # one row: the duplicate written alone is read once
+    assert [e.phase for e in latest] == ["EXECUTE", "LIFECYCLE", "ACTION"]
 
 
 def test_a_row_that_is_not_a_pipeline_row_expands_to_itself() -> None:
