@@ -26,7 +26,7 @@ from actwheel.messages import (
     RunTransition,
 )
 from actwheel.run_context import SKIPPED_KEY, instants_of
-from actwheel.storage.records import Automation, NewOutboxMessage, Run
+from actwheel.storage.records import Automation, NewOutboxMessage, Run, RunStatus
 
 __all__ = ["MAX_EVENT_TEXT", "EventFactory", "transition_of"]
 
@@ -42,11 +42,15 @@ MAX_EVENT_TEXT = 4096
 _TRUNCATED = "… (truncated; the run record has the full text)"
 
 
-def transition_of(run: Run, *, summary: str | None = None, error: str | None = None) -> RunTransition:
-    """The lifecycle entry for ``run`` in its current status (long texts cut to MAX_EVENT_TEXT)."""
+def transition_of(run: Run, *, summary: str | None = None, error: str | None = None,
+                  status: RunStatus | None = None, reason: str | None = None) -> RunTransition:
+    """The lifecycle entry for ``run`` in its current status (long texts cut to MAX_EVENT_TEXT); with
+    ``status``, for ``run`` moved to that status with ``reason`` (``run`` being the row before the move)."""
     instants = instants_of(run.context)
-    return RunTransition(run_id=run.id, automation_id=run.automation_id, status=run.status.value,
-                         reason=_bounded(run.reason), attempt=run.attempt, scheduled_for=run.scheduled_for,
+    if status is None:
+        status, reason = run.status, run.reason
+    return RunTransition(run_id=run.id, automation_id=run.automation_id, status=status.value,
+                         reason=_bounded(reason), attempt=run.attempt, scheduled_for=run.scheduled_for,
                          action_type=run.action_type, summary=_bounded(summary), error=_bounded(error),
                          skipped_through=_through(run) if instants > 1 else None, instants=instants)
 

@@ -33,7 +33,7 @@ from actwheel.actions.base import (
     execute_with_deadline,
 )
 from actwheel.actions.registry import ActionRegistry
-from actwheel.actions.secrets import mask_secrets
+from actwheel.actions.secrets import mask_secrets, masked
 from actwheel.actions.valid_configs import ValidConfigs
 from actwheel.clock import Clock
 from actwheel.errors import FieldError, InvalidAction, NotAvailable
@@ -114,6 +114,9 @@ class DispatchPipeline:
         self._per_type_limit = per_type_limit
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._valid_configs = ValidConfigs()
+        # Labelled metric children by their labels: ``labels()`` validates and locks on every call.
+        self._dispatched: dict[tuple[str, str], Any] = {}
+        self._durations: dict[str, Any] = {}
 
     async def dispatch(self, request: DispatchRequest) -> DispatchOutcome:
         """Run ``request`` through the pipeline. Never raises for bad input or a failing executor."""
@@ -193,13 +196,13 @@ class DispatchPipeline:
 
     async def _execute(self, definition: ActionDefinition, request: DispatchRequest, trail: _Trail) -> DispatchOutcome:
         ctx = self._make_context(request, trail.sink(self._on_audit(definition)))
-        trail.add("EXECUTE", state="started", type=definition.type, config=mask_secrets(dict(request.config)))
+        trail.add("EXECUTE", state="started", type=definition.type, config=masked(dict(request.config)))
         started = time.perf_counter()
         async with self._limit(definition.type):
             result = await self._run(definition, request, ctx)
         duration = time.perf_counter() - started
         if not request.dry_run:
-            self._metrics.action_duration.labels(definition.type).observe(duration)
+            self._duration_of(definition.type).observe(duration)
         trail.add(
             "EXECUTE",
             state="completed",
@@ -232,6 +235,12 @@ class DispatchPipeline:
             self._limits[action_type] = asyncio.Semaphore(self._per_type_limit)
         return self._limits[action_type]
 
+    def _duration_of(self, action_type: str) -> Any:
+        histogram = self._durations.get(action_type)
+        if histogram is None:
+            histogram = self._durations[action_type] = self._metrics.action_duration.labels(action_type)
+        return histogram
+
     def _on_audit(self, definition: ActionDefinition) -> Callable[[str, Mapping[str, Any]], None]:
         def count(phase: str, details: Mapping[str, Any]) -> None:
             # A step that cannot be undone is audited as such, but no compensation ran.
@@ -241,7 +250,11 @@ class DispatchPipeline:
         return count
 
     def _count(self, outcome: DispatchOutcome) -> DispatchOutcome:
-        self._metrics.action_dispatched.labels(outcome.executor_type, outcome.status).inc()
+        key = (outcome.executor_type, outcome.status)
+        counter = self._dispatched.get(key)
+        if counter is None:
+            counter = self._dispatched[key] = self._metrics.action_dispatched.labels(*key)
+        counter.inc()
         if outcome.status == "DEAD":
             self._metrics.action_dead_letter.labels("compensation_failed").inc()
         return outcome
@@ -289,7 +302,7 @@ class _Trail:
     def sink(self, on_phase: Callable[[str, Mapping[str, Any]], None]) -> AuditSink:
         async def audit(phase: str, details: Mapping[str, Any]) -> None:
             on_phase(phase, details)
-            self.add(phase, **mask_secrets(dict(details)))
+            self.add(phase, **masked(dict(details)))
 
         return audit
 

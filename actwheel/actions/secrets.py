@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -41,6 +42,7 @@ __all__ = [
     "find_secret_refs",
     "is_secret_ref",
     "mask_secrets",
+    "masked",
     "resolve_config",
 ]
 
@@ -247,6 +249,23 @@ def mask_secrets(config: Any) -> Any:
     if isinstance(config, list):
         return [mask_secrets(v) for v in config]
     return config
+
+
+def masked(value: Any) -> Any:
+    """:func:`mask_secrets`, or ``value`` itself (no copy) when masking could change nothing: no key of it
+    can be sensitive, because no sensitive name occurs anywhere in its JSON text (lowered, ``-`` as ``_``,
+    as :func:`_is_sensitive_name` sees a key). One encode and a substring scan instead of a walk that
+    copies every dict and list: a run's config, result and audit details go through here. Conservative:
+    a sensitive word in a value, or a value JSON cannot hold, takes the walk."""
+    if not isinstance(value, dict | list):
+        return mask_secrets(value)
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode().lower().replace("-", "_")
+    except TypeError:
+        return mask_secrets(value)
+    if any(part in text for part in _SENSITIVE_KEYS):
+        return mask_secrets(value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

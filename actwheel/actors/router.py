@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ import structlog
 
 from actwheel.actions.base import ActionResult
 from actwheel.actions.pipeline import AuditRecord, DispatchOutcome, DispatchPipeline, DispatchRequest
-from actwheel.actions.secrets import mask_secrets
+from actwheel.actions.secrets import masked
 from actwheel.actors import queues
 from actwheel.actors.audit_rows import audited_in_place
 from actwheel.actors.consumer import ConsumerActor, Intake, outcome_of
@@ -260,6 +260,7 @@ class ExecutorRouter(ConsumerActor):
         structlog.contextvars.bind_contextvars(run_id=run.id, automation_id=run.automation_id, correlation_id=run.id,
                                                attempt=run.attempt)  # this task's own context
         try:
+            policy = _policy(run)
             if overlapped:  # never started: no start lateness
                 outcome = overlapped_outcome(run, self._clock.now())
             elif authority is None:
@@ -267,8 +268,8 @@ class ExecutorRouter(ConsumerActor):
                 outcome = owner_inactive(run, self._clock.now())
             else:
                 self._observe_start(run)
-                outcome = await self._pipeline.dispatch(request_of(run, authority))
-            await self._finish(run, outcome)
+                outcome = await self._pipeline.dispatch(request_of(run, authority, policy))
+            await self._finish(run, outcome, policy)
         except Exception:
             _log.exception("run_execution_failed", run_id=run.id)  # the lease expires; recovery takes it
         finally:
@@ -276,20 +277,21 @@ class ExecutorRouter(ConsumerActor):
             self._finishing.discard(run.id)
             slots.release()
 
-    async def _finish(self, run: Run, outcome: DispatchOutcome) -> None:
-        status, reason, not_before = self._decide(run, outcome)
-        masked = bounded_result(mask_secrets(outcome.result.as_dict()))
+    async def _finish(self, run: Run, outcome: DispatchOutcome, policy: Policy) -> None:
+        status, reason, not_before = self._decide(run, outcome, policy)
+        masked_result = bounded_result(masked(outcome.result.as_dict()))
         self._finishing.add(run.id)
-        applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before, masked))
+        applied = await self._finisher.submit(_Finish(run, outcome, status, reason, not_before, masked_result))
         if not applied:
             _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
             self.leases_lost += 1
             return
-        self._metrics.runs.labels(status.value).inc()
+        self._metrics.runs.labels(status.value).inc()  # prometheus_client keeps the labelled child
 
-    def _decide(self, run: Run, outcome: DispatchOutcome) -> tuple[RunStatus, str | None, datetime | None]:
-        if outcome.retryable and run.attempt < _policy(run).retry.max_attempts:
-            delay = _policy(run).retry.delay_for(run.attempt)
+    def _decide(self, run: Run, outcome: DispatchOutcome,
+                policy: Policy) -> tuple[RunStatus, str | None, datetime | None]:
+        if outcome.retryable and run.attempt < policy.retry.max_attempts:
+            delay = policy.retry.delay_for(run.attempt)
             return RunStatus.RETRY_WAIT, outcome.reason, self._clock.now() + timedelta(seconds=delay)
         return RunStatus(outcome.status), outcome.reason, None
 
@@ -311,7 +313,7 @@ class ExecutorRouter(ConsumerActor):
 
     def _finish_events(self, done: Sequence[_Finish]) -> list[NewOutboxMessage]:
         """The batch's lifecycle events: one ``run.<status>`` per status, one ``action.completed``."""
-        transitions = [transition_of(_with_status(f.run, f.status, f.reason), summary=f.outcome.result.summary,
+        transitions = [transition_of(f.run, status=f.status, reason=f.reason, summary=f.outcome.result.summary,
                                      error=f.outcome.result.error) for f in done]
         completed = [CompletedAction(run_id=f.run.id, automation_id=f.run.automation_id,
                                      action_type=f.run.action_type, result=f.masked_result)
@@ -467,22 +469,35 @@ def overlapped_outcome(run: Run, now: datetime) -> DispatchOutcome:
         audit=(AuditRecord("OVERLAP", details, now),))
 
 
-def request_of(run: Run, authority: Grant) -> DispatchRequest:
+def request_of(run: Run, authority: Grant, policy: Policy | None = None) -> DispatchRequest:
     """The dispatch request for a run: its snapshots, never the automation's current config, with the
     authority decided at dispatch (:func:`authority_of`)."""
     variables = {k: v for k, v in run.context.items() if not k.startswith(RESERVED_PREFIX)}
     return DispatchRequest(
         run_id=run.id, owner_id=run.owner_id, action_type=run.action_type, config=run.action_config,
         scopes=authority.expanded(), automation_id=run.automation_id, attempt=run.attempt,
-        timeout_s=_policy(run).timeout_s, variables=variables, dry_run=bool(run.context.get(DRY_RUN_KEY)),
+        timeout_s=(policy or _policy(run)).timeout_s, variables=variables, dry_run=bool(run.context.get(DRY_RUN_KEY)),
         idempotency_key=f"run:{run.id}")
 
 
+#: Parsed run policies by their canonical JSON: a burst's runs share a handful of policies, and a parse is
+#: tens of microseconds. Bounded; speed only (a Policy is immutable).
+_POLICIES: dict[bytes, Policy] = {}
+_POLICIES_MAX = 1024
+
+
 def _policy(run: Run) -> Policy:
-    try:
-        return Policy.parse(run.policy)
-    except ActwheelError:
-        return Policy()
+    key = orjson.dumps(run.policy, option=orjson.OPT_SORT_KEYS)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        try:
+            policy = Policy.parse(run.policy)
+        except ActwheelError:
+            policy = Policy()
+        if len(_POLICIES) >= _POLICIES_MAX:
+            _POLICIES.clear()
+        _POLICIES[key] = policy
+    return policy
 
 
 def _outcome_row(finish: _Finish, owner: str) -> RunOutcome:
@@ -540,7 +555,3 @@ def _audit_rows(finish: _Finish, actor: str, events: dict[str | None, list[NewAu
 def _dead_letter(finish: _Finish) -> NewDeadLetter:
     return NewDeadLetter(source="run", reason=finish.reason or "dead", ref_id=finish.run.id,
                          payload={"action_type": finish.run.action_type, "result": finish.masked_result})
-
-
-def _with_status(run: Run, status: RunStatus, reason: str | None) -> Run:
-    return replace(run, status=status, reason=reason)

@@ -203,3 +203,11 @@ def test_event_texts_are_cut(factory: EventFactory) -> None:
     assert len(transition.error) == MAX_EVENT_TEXT
     assert transition.error.endswith("the run record has the full text)")
     assert transition.summary == "short"
+
+
+def test_a_transition_may_name_the_status_a_run_moves_to() -> None:
+    before = _run(status=RunStatus.RUNNING, reason=None)
+    moved = transition_of(before, status=RunStatus.FAILED, reason="timeout", error="took too long")
+    assert (moved.status, moved.reason, moved.error) == ("FAILED", "timeout", "took too long")
+    assert moved == transition_of(_run(status=RunStatus.FAILED, reason="timeout"), error="took too long")
+    assert transition_of(before).status == "RUNNING"

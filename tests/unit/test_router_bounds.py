@@ -3,13 +3,15 @@ finish's lifecycle entries into its pipeline row."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import orjson
 
 from actwheel.actions.base import ActionResult
 from actwheel.actions.pipeline import AuditRecord, DispatchOutcome
-from actwheel.actors.router import MAX_RESULT_BYTES, _Finish, _trail_rows, bounded_result
+from actwheel.actors.router import MAX_RESULT_BYTES, _Finish, _policy, _trail_rows, bounded_result
+from actwheel.policy import Policy
 from actwheel.storage._codec import MAX_JSON_BYTES
 from actwheel.storage.records import NewAuditEntry, Origin, Run, RunStatus
 from actwheel.storage.trail import PIPELINE_PHASE
@@ -60,3 +62,13 @@ def test_a_finish_carries_its_runs_lifecycle_entries_in_its_pipeline_row() -> No
     assert (packed.phase, packed.event_id, packed.run_id) == (PIPELINE_PHASE, "r1:1", "r1")
     assert [e["event_id"] for e in packed.details["events"]] == ["env-LIFECYCLE:r1", "env-ACTION:r1"]
     assert alone == [events[1]]  # a finish without phases has no pipeline row: its entries stand alone
+
+
+def test_a_runs_policy_is_parsed_once_per_shape_and_a_bad_one_is_the_default() -> None:
+    first = _finish("r1", ()).run
+    same = replace(first, id="r2", policy={"retry": {"max_attempts": 3}, "overlap": "allow"})
+    other = replace(first, id="r3", policy={"overlap": "allow", "retry": {"max_attempts": 3}})  # key order
+    assert _policy(same) is _policy(other)
+    assert _policy(same).retry.max_attempts == 3
+    assert _policy(replace(first, policy={"overlap": "sometimes"})) == Policy()
+    assert _policy(replace(first, policy={"overlap": "skip"})).overlap == "skip"
