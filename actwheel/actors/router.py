@@ -43,6 +43,7 @@ from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY, RESERVED_PREFIX, acting_agent
 from actwheel.service import ActionService
+from actwheel.storage._codec import MAX_JSON_BYTES
 from actwheel.storage.base import Store, Transaction
 from actwheel.storage.records import (
     NewAuditEntry,
@@ -286,7 +287,7 @@ class ExecutorRouter(ConsumerActor):
             _log.warning("run_fenced_out", run_id=run.id, epoch=run.lease_epoch)
             self.leases_lost += 1
             return
-        self._metrics.runs.labels(status.value).inc()  # prometheus_client keeps the labelled child
+        self._metrics.runs.labels(status.value).inc()
 
     def _decide(self, run: Run, outcome: DispatchOutcome,
                 policy: Policy) -> tuple[RunStatus, str | None, datetime | None]:
@@ -487,17 +488,24 @@ _POLICIES_MAX = 1024
 
 
 def _policy(run: Run) -> Policy:
-    key = orjson.dumps(run.policy, option=orjson.OPT_SORT_KEYS)
+    try:
+        key = orjson.dumps(run.policy, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON (a store never gives such a policy): parsed, not cached
+        return _parsed(run.policy)
     policy = _POLICIES.get(key)
     if policy is None:
-        try:
-            policy = Policy.parse(run.policy)
-        except ActwheelError:
-            policy = Policy()
+        policy = _parsed(run.policy)
         if len(_POLICIES) >= _POLICIES_MAX:
             _POLICIES.clear()
         _POLICIES[key] = policy
     return policy
+
+
+def _parsed(raw: Any) -> Policy:
+    try:
+        return Policy.parse(raw)
+    except ActwheelError:
+        return Policy()
 
 
 def _outcome_row(finish: _Finish, owner: str) -> RunOutcome:
@@ -544,12 +552,19 @@ def _trail_rows(done: Sequence[_Finish], lifecycle: Sequence[NewAuditEntry], act
 
 def _audit_rows(finish: _Finish, actor: str, events: dict[str | None, list[NewAuditEntry]]) -> list[NewAuditEntry]:
     """One trail row for the attempt's phases (read back as one entry per phase), carrying the run's entries
-    taken from ``events``."""
+    taken from ``events`` — unless together they would be more than a row may hold (a long composite's
+    phases and a large result): then the entries are left in ``events``, to stand as rows of their own."""
     run, phases = finish.run, finish.outcome.audit
     if not phases:
         return []
-    return [pipeline_entry(event_id=f"{run.id}:{run.attempt}", actor=actor, run_id=run.id,
-                           automation_id=run.automation_id, phases=phases, events=events.pop(run.id, ()))]
+    key = f"{run.id}:{run.attempt}"
+    packed = pipeline_entry(event_id=key, actor=actor, run_id=run.id, automation_id=run.automation_id,
+                            phases=phases, events=events.get(run.id, ()))
+    if run.id in events and len(orjson.dumps(packed.details, default=str)) > MAX_JSON_BYTES:
+        return [pipeline_entry(event_id=key, actor=actor, run_id=run.id, automation_id=run.automation_id,
+                               phases=phases)]
+    events.pop(run.id, None)
+    return [packed]
 
 
 def _dead_letter(finish: _Finish) -> NewDeadLetter:

@@ -72,3 +72,19 @@ def test_a_runs_policy_is_parsed_once_per_shape_and_a_bad_one_is_the_default() -
     assert _policy(same).retry.max_attempts == 3
     assert _policy(replace(first, policy={"overlap": "sometimes"})) == Policy()
     assert _policy(replace(first, policy={"overlap": "skip"})).overlap == "skip"
+
+
+def test_entries_that_would_make_the_pipeline_row_too_big_stand_as_rows_of_their_own() -> None:
+    """A long composite's phases and a large result together may be more than one row holds: the phases keep
+    their row, the lifecycle entries are written beside it (each row within the store's bound)."""
+    bulky = tuple(AuditRecord("STEP", {"output": "p" * 40_000}, T0) for _ in range(5))  # ≈ 200 KB of phases
+    result = {"data": {"blob": "r" * (MAX_RESULT_BYTES - 1000)}}
+    events = [_lifecycle("r1", "LIFECYCLE"),
+              NewAuditEntry(event_id="env-ACTION:r1", phase="ACTION", actor="actwheel/i1", run_id="r1",
+                            automation_id="a1", occurred_at=T0, details={"result": result})]
+    packed, *alone = _trail_rows([_finish("r1", bulky)], events, "i1")
+    assert packed.phase == PIPELINE_PHASE
+    assert "events" not in packed.details
+    assert alone == events
+    for row in (packed, *alone):
+        assert len(orjson.dumps(row.details)) <= MAX_JSON_BYTES
