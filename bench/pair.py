@@ -22,6 +22,7 @@ paired this way.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shlex
@@ -49,9 +50,7 @@ def tree(spec: str, scratch: Path) -> Path:
     if archive.returncode:
         raise SystemExit(f"--a/--b {spec!r}: neither a folder with actwheel/ nor a git revision "
                          f"({archive.stderr.decode().strip()})")
-    archive_path = target.with_suffix(".tar")
-    archive_path.write_bytes(archive.stdout)
-    with tarfile.open(archive_path) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(target, filter="data")
     return target
 

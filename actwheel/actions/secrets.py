@@ -236,7 +236,12 @@ def _is_sensitive(key: Any) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _is_sensitive_name(key: str) -> bool:
     """Keys repeat (every result has ``summary``, ``data``...): the substring scan is done once per name."""
-    lowered = key.lower().replace("-", "_")
+    return _names_sensitive(key)
+
+
+def _names_sensitive(text: str) -> bool:
+    """Whether a sensitive name occurs in ``text``, compared as a key is: lowered, ``-`` read as ``_``."""
+    lowered = text.lower().replace("-", "_")
     return any(part in lowered for part in _SENSITIVE_KEYS)
 
 
@@ -260,12 +265,10 @@ def masked(value: Any) -> Any:
     if not isinstance(value, dict | list):
         return mask_secrets(value)
     try:
-        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode().lower().replace("-", "_")
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return mask_secrets(value)
-    if any(part in text for part in _SENSITIVE_KEYS):
-        return mask_secrets(value)
-    return value
+    return mask_secrets(value) if _names_sensitive(text) else value
 
 
 @dataclass(frozen=True, slots=True)

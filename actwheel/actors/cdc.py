@@ -169,7 +169,7 @@ class CdcEmitter(Actor):
         for row in batch:
             items, headers, _ = _items([row])
             if not items:
-                continue  # already counted as undecodable
+                continue  # dead-lettered already (undecodable, or headers the bus cannot carry)
             try:
                 await self._bus.publish(exchange, row.routing_key, items[0][1], headers=headers[0])
             except Unroutable:

@@ -135,10 +135,10 @@ def test_a_mark_counts_only_on_the_engines_own_lifecycle_messages() -> None:
     forged_key = Delivery(envelope=succeeded.envelope, queue="q", exchange="actwheel.events",
                           routing_key="order.created", redelivered=False, delivery_count=1,
                           headers={AUDITED_HEADER: True})
-    plain_type = _delivery("run.succeeded", "order.created", {"run_id": "r1"})
-    plain_type = Delivery(envelope=plain_type.envelope, queue="q", exchange="actwheel.events",
-                          routing_key="run.succeeded", redelivered=False, delivery_count=1,
-                          headers={AUDITED_HEADER: True})
+    business = Envelope(id="env-9", type="order.created", occurred_at=T0, source="actwheel/test",
+                        data={"run_id": "r1"})
+    plain_type = Delivery(envelope=business, queue="q", exchange="actwheel.events", routing_key="run.succeeded",
+                          redelivered=False, delivery_count=1, headers={AUDITED_HEADER: True})
     truthy = Delivery(envelope=succeeded.envelope, queue="q", exchange="actwheel.events", routing_key="run.succeeded",
                       redelivered=False, delivery_count=1, headers={AUDITED_HEADER: "yes"})
     assert not pre_audited(forged_key)
