@@ -200,6 +200,15 @@ class RunTransition:
     skipped_through: datetime | None = None
     instants: int = 1
 
+    def to_data(self) -> dict[str, Any]:
+        """As the generic walk writes it, without the walk: every finished run goes through here."""
+        scheduled, through = self.scheduled_for, self.skipped_through
+        return {"run_id": self.run_id, "automation_id": self.automation_id, "status": self.status,
+                "reason": self.reason, "attempt": self.attempt,
+                "scheduled_for": None if scheduled is None else scheduled.isoformat(),
+                "action_type": self.action_type, "summary": self.summary, "error": self.error,
+                "skipped_through": None if through is None else through.isoformat(), "instants": self.instants}
+
     @classmethod
     def from_data(cls, data: Any, where: str) -> RunTransition:
         if not isinstance(data, dict):
@@ -241,6 +250,9 @@ class RunsTransitioned(Message):
     @property
     def routing_key(self) -> str:
         return f"run.{self.status.lower()}"
+
+    def to_data(self) -> dict[str, Any]:
+        return {"status": self.status, "runs": [run.to_data() for run in self.runs]}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunsTransitioned:
@@ -371,6 +383,11 @@ class CompletedAction:
     action_type: str
     result: dict[str, Any] = field(default_factory=dict)
 
+    def to_data(self) -> dict[str, Any]:
+        """As the generic walk writes it; only the result (any JSON an action returned) is walked."""
+        return {"run_id": self.run_id, "automation_id": self.automation_id, "action_type": self.action_type,
+                "result": _jsonable(self.result)}
+
     @classmethod
     def from_data(cls, data: Any, where: str) -> CompletedAction:
         if not isinstance(data, dict):
@@ -387,6 +404,9 @@ class ActionsCompleted(Message):
     TYPE: ClassVar[str] = "actions.completed"
     ROUTING_KEY: ClassVar[str] = "action.completed"
     actions: tuple[CompletedAction, ...]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"actions": [action.to_data() for action in self.actions]}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ActionsCompleted:

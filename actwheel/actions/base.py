@@ -294,6 +294,11 @@ class ActionDefinition(ABC):
         """The idempotency of this particular config (default: the type's static one)."""
         return self.idempotency
 
+    def never_waits(self, config: Mapping[str, Any]) -> bool:
+        """True when :meth:`execute` of this config never suspends (no IO, no sleep): a deadline could
+        not interrupt it, so :func:`execute_with_deadline` arms none (default: False, a deadline is armed)."""
+        return False
+
     def required_scopes_for(self, config: Mapping[str, Any]) -> frozenset[str]:
         """Scopes this particular config needs (default: the type's static ones)."""
         return self.required_scopes
@@ -348,7 +353,11 @@ async def execute_with_deadline(
     """Execute bounded by ``ctx.remaining()``; a timeout becomes a failed result (code ``timeout``).
 
     A timed-out STRONG action is retryable; others are not, since the side effect may have happened.
+    A config that never waits (:meth:`ActionDefinition.never_waits`) runs without a timer: it could not
+    be interrupted anyway, and arming and cancelling one costs about 4 µs a run.
     """
+    if definition.never_waits(config):  # asyncio cancels only at a suspension: a timer here would do nothing
+        return await definition.execute(config, ctx)
     limit = ctx.remaining()
     try:
         async with asyncio.timeout(limit):

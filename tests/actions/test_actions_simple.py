@@ -88,3 +88,23 @@ def test_alias_resolves(alias: str) -> None:
     from actwheel.actions import default_registry
 
     assert default_registry().get(alias).type == "simple.op"
+
+
+@pytest.mark.parametrize("config", [
+    {"op": "set_variable", "name": "x", "value": "${amount}"},
+    {"op": "set_variable", "name": "x", "expression": "amount > 1"},
+    {"op": "log", "message": "hello ${amount}"},
+    {"op": "assert", "condition": "amount > 1"},
+    {"op": "assert", "condition": "amount > 100"},
+])
+def test_the_ops_said_never_to_wait_finish_without_suspending(config: dict[str, object]) -> None:
+    """``never_waits`` lets execute_with_deadline run them without a timer: the claim must hold."""
+    assert OP.never_waits(config)
+    coroutine = OP.execute(config, make_ctx(variables={"amount": 40}))
+    with pytest.raises(StopIteration) as finished:
+        coroutine.send(None)  # a suspension would return here instead of finishing
+    assert finished.value.value.status in ("succeeded", "failed")
+
+
+def test_delay_waits_so_its_deadline_is_armed() -> None:
+    assert not OP.never_waits({"op": "delay", "seconds": 1})

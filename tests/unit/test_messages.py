@@ -221,6 +221,23 @@ def test_the_due_fast_path_writes_what_the_generic_walk_writes() -> None:
     assert due.to_data() == _record_data(due)
 
 
+@pytest.mark.parametrize("message", [
+    RunsTransitioned(status="SKIPPED", runs=(
+        RunTransition(run_id="r1", automation_id="a", status="SKIPPED", reason="overlap", attempt=2,
+                      scheduled_for=T, action_type="simple.op", summary="s", error="e",
+                      skipped_through=T + timedelta(minutes=5), instants=6),
+        RunTransition(run_id="r2", automation_id=None, status="SKIPPED"))),
+    ActionsCompleted(actions=(
+        CompletedAction(run_id="r1", automation_id="a", action_type="webhook.call",
+                        result={"data": {"at": T, "items": (1, {"deep": [T]}), "none": None}, "status": "succeeded"}),
+        CompletedAction(run_id="r2", automation_id=None, action_type="simple.op"))),
+], ids=["runs.transitioned", "actions.completed"])
+def test_the_lifecycle_fast_paths_write_what_the_generic_walk_writes(message: Message) -> None:
+    from actwheel.messages import _record_data
+
+    assert message.to_data() == _record_data(message)
+
+
 def test_run_ready_leaves_not_before_out_unless_the_runs_were_planned_ahead() -> None:
     assert RunsReady(run_ids=("r1",)).to_data() == {"run_ids": ["r1"]}  # the contract of every other run
     ahead = RunsReady(run_ids=("r1",), not_before=T).to_data()

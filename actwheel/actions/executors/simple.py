@@ -58,6 +58,8 @@ async def _assert(config: Mapping[str, Any], ctx: ActionContext) -> ActionResult
 
 
 _OPS: dict[str, Op] = {"set_variable": _set_variable, "log": _log, "delay": _delay, "assert": _assert}
+#: The ops whose coroutine never suspends (``delay`` sleeps on the clock).
+_NEVER_WAIT = frozenset({"set_variable", "log", "assert"})
 _REQUIRED = {"set_variable": ("name",), "log": ("message",), "delay": ("seconds",), "assert": ("condition",)}
 
 
@@ -89,6 +91,10 @@ class SimpleOp(ActionDefinition):
     }
     idempotency = Idempotency.STRONG
     capabilities = Capabilities(compensable=True, dry_run=True, timeout_control=True, parallel_safe=True)
+
+    def never_waits(self, config: Mapping[str, Any]) -> bool:
+        """Every op but ``delay`` runs without suspending (an expression, a log line, a variable)."""
+        return config.get("op") in _NEVER_WAIT
 
     def check(self, config: Mapping[str, Any]) -> list[FieldError]:
         op = config["op"]
