@@ -139,7 +139,12 @@ class ExecutorRouter(ConsumerActor):
     async def run(self) -> None:
         # A fresh committer per (re)start: drain() closes the previous one.
         self._finisher = GroupCommitter(self._commit_finishes)
-        await super().run()
+        try:
+            await super().run()
+        except asyncio.CancelledError:
+            if self.stopping.is_set():  # the stop's grace is over, wherever the stop found this actor
+                self._abandon_in_flight()
+            raise
 
     async def work(self) -> None:
         """Renew the leases of in-flight runs until stopped; then let them finish (bounded by the supervisor)."""
@@ -345,10 +350,26 @@ class ExecutorRouter(ConsumerActor):
                 entry[1].cancel()
 
     async def drain(self) -> None:
-        tasks = [task for _, task in list(self._in_flight.values())]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        """Let every run executing finish — including those a bus handler still in flight claimed after intake
+        stopped, which a single look would miss."""
+        while self._in_flight:
+            going = [task for _, task in list(self._in_flight.values())]
+            try:
+                await asyncio.gather(*going, return_exceptions=True)
+            except asyncio.CancelledError:  # the gather cancelled ``going`` before it gave up
+                self._abandon_in_flight(cancelled=sum(1 for task in going if task.cancelled()))
+                raise
         await self._finisher.close()
+
+    def _abandon_in_flight(self, *, cancelled: int = 0) -> None:
+        """After the stop's grace: the runs still executing are cancelled (``cancelled`` of them already were)
+        rather than left to write their finish into a store that is about to close; their leases expire and
+        recovery takes them, as for a killed process (docs/operations.md)."""
+        going = [task for _, task in list(self._in_flight.values()) if not task.done()]
+        for task in going:
+            task.cancel()
+        if going or cancelled:
+            _log.warning("runs_abandoned_at_stop", runs=len(going) + cancelled, lease_s=self._lease_s)
 
 
 class _Slots(Protocol):

@@ -84,7 +84,7 @@ def automation_of(row: Row) -> Automation:
         loads(row["policy"]),
         loads(row["labels"]),
         bool(row["enabled"]),
-        AUTOMATION_STATUSES[row["status"]],
+        AUTOMATION_STATUSES.get(row["status"]) or AutomationStatus(row["status"]),  # a stranger's value: ValueError
         bool(row["durable"]),
         to_dt(row["next_run_at"]),
         to_dt(row["end_at"]),

@@ -20,6 +20,7 @@ import pytest
 from engine_harness import Stack
 from procs import EngineProcess, engine_processes, eventually, fresh_vhost
 from services import isolated_postgres_url, rabbitmq_url
+from structlog.testing import capture_logs
 
 from actwheel.bus import Envelope
 from actwheel.bus.base import Bus, DeadLetter
@@ -249,19 +250,24 @@ async def test_worker_dies_mid_run_strong_is_retried_none_becomes_unknown(embedd
         ids = [strong.run.id, none_.run.id]
         await _wait_runs(rest.store, ids, lambda r: r.status is RunStatus.RUNNING and r.lease_owner == "doomed",
                          within=10, what="both runs RUNNING on the doomed worker")
-        await doomed.supervisor.stop()  # grace 10 ms: the delays are abandoned mid-action
+        with capture_logs() as stopping:
+            await doomed.supervisor.stop()  # grace 10 ms: the delays are abandoned mid-action
+        assert [e["runs"] for e in stopping if e["event"] == "runs_abandoned_at_stop"] == [2]
         runs = await _runs(rest.store, *ids)
         assert [r.status for r in runs] == [RunStatus.RUNNING] * 2
         assert {r.lease_owner for r in runs} == {"doomed"}
         replacement = stack.engine("replacement", **ROUTER_ONLY)
-        async with replacement:
-            await clock.advance_and_settle(7.0)  # past the 5 s lease and a 1 s sweep
-            await _wait_runs(rest.store, ids[:1], lambda r: r.status is RunStatus.RUNNING and r.attempt == 2,
-                             within=10, what="the STRONG run retried", advance=lambda: clock.advance_and_settle(1))
-            await _wait_runs(rest.store, ids, lambda r: r.status in (RunStatus.SUCCEEDED, RunStatus.UNKNOWN),
-                             within=15, what="both runs settled", advance=lambda: clock.advance_and_settle(5))
-            await clock.advance_and_settle(120.0)  # UNKNOWN is never retried, whatever time passes
-            await _assert_recovered(rest.store, *ids)
+        with capture_logs() as after:
+            async with replacement:
+                await clock.advance_and_settle(7.0)  # past the 5 s lease and a 1 s sweep
+                await _wait_runs(rest.store, ids[:1], lambda r: r.status is RunStatus.RUNNING and r.attempt == 2,
+                                 within=10, what="the STRONG run retried", advance=lambda: clock.advance_and_settle(1))
+                await _wait_runs(rest.store, ids, lambda r: r.status in (RunStatus.SUCCEEDED, RunStatus.UNKNOWN),
+                                 within=15, what="both runs settled", advance=lambda: clock.advance_and_settle(5))
+                await clock.advance_and_settle(120.0)  # UNKNOWN is never retried, whatever time passes
+                await _assert_recovered(rest.store, *ids)
+        # the abandoned executions were cancelled: none of them woke on the shared clock to finish or fail
+        assert not [e["event"] for e in after if e["event"] in ("run_fenced_out", "run_execution_failed")]
         await doomed.stop()
 
 
