@@ -351,9 +351,9 @@ class ExecutorRouter(ConsumerActor):
 
     async def drain(self) -> None:
         """Let every run executing finish — including those a bus handler still in flight claimed after intake
-        stopped, which a single look would miss."""
-        while self._in_flight:
-            going = [task for _, task in list(self._in_flight.values())]
+        stopped, which a single look would miss. (A task cancelled before its first step never runs the
+        ``finally`` that drops it from the in-flight map: only tasks not done are waited for.)"""
+        while going := [task for _, task in list(self._in_flight.values()) if not task.done()]:
             try:
                 await asyncio.gather(*going, return_exceptions=True)
             except asyncio.CancelledError:  # the gather cancelled ``going`` before it gave up
