@@ -365,7 +365,7 @@ class ExecutorRouter(ConsumerActor):
         """After the stop's grace: the runs still executing are cancelled (``cancelled`` of them already were)
         rather than left to write their finish into a store that is about to close; their leases expire and
         recovery takes them, as for a killed process (docs/operations.md)."""
-        going = [task for _, task in list(self._in_flight.values()) if not task.done()]
+        going = [task for _, task in list(self._in_flight.values()) if not task.done() and not task.cancelling()]
         for task in going:
             task.cancel()
         if going or cancelled:
