@@ -99,6 +99,12 @@ _Process = Callable[[RawMessage], Awaitable[Outcome]]
 _CLEANUP_S = 5.0
 #: Errors that mean the channel or connection is gone, not that the request was wrong.
 _GONE = (*CONNECTION_EXCEPTIONS, asyncio.TimeoutError)
+#: A frame's outcome that says its link dropped before the confirm (its confirm future is cancelled as the
+#: connection closes): it is written again on the restored channel (:meth:`AmqpBus._write_until_confirmed`).
+#: Not a nack, a return or a channel error (refused access, no such exchange): those are answers, never re-sent.
+_LINK_LOST = (ConnectionError, aiormq.exceptions.ChannelInvalidStateError, asyncio.CancelledError)
+#: Seconds between two writes of frames whose link dropped, while aio-pika notices and reconnects.
+_RESEND_PAUSE_S = 0.2
 #: Messages written before their confirms are awaited, per round trip of publish_many.
 _PIPELINE = 1000
 _PERSISTENT = int(DeliveryMode.PERSISTENT)
@@ -370,13 +376,7 @@ class AmqpBus(Bus):
         """
         try:
             async with asyncio.timeout(self._publish_timeout):
-                channel = await self._writable_channel()
-                results = await asyncio.gather(
-                    *(channel.basic_publish(body, exchange=exchange, routing_key=key, properties=properties,
-                                            mandatory=mandatory, wait=False)
-                      for key, body, properties in frames),
-                    return_exceptions=True,
-                )
+                results = await self._write_until_confirmed(exchange, frames, mandatory)
         except TimeoutError:
             self._suspect_connection()
             raise BusUnavailable(f"no confirm from the broker within {self._publish_timeout}s") from None
@@ -384,6 +384,27 @@ class AmqpBus(Bus):
             if isinstance(result, BaseException):
                 raise _publish_error(exchange, key, result)
         self.stats.published += len(frames)
+
+    async def _write_until_confirmed(self, exchange: str, frames: Sequence[tuple[str, bytes, Any]],
+                                     mandatory: bool) -> list[Any]:
+        """Each frame's outcome (None: confirmed). A frame whose link dropped before its confirm — a broker
+        restarting under a publish that had not noticed it yet — is written again once aio-pika has restored
+        the channel: delivery is at least once (docs/messages.md), and the caller's timeout bounds the wait."""
+        outcomes: list[Any] = [None] * len(frames)
+        todo = list(range(len(frames)))
+        while True:
+            channel = await self._writable_channel()
+            sent = await asyncio.gather(
+                *(channel.basic_publish(frames[i][1], exchange=exchange, routing_key=frames[i][0],
+                                        properties=frames[i][2], mandatory=mandatory, wait=False) for i in todo),
+                return_exceptions=True,
+            )
+            for i, outcome in zip(todo, sent, strict=True):
+                outcomes[i] = outcome
+            todo = [i for i, outcome in zip(todo, sent, strict=True) if isinstance(outcome, _LINK_LOST)]
+            if not todo:
+                return outcomes
+            await asyncio.sleep(_RESEND_PAUSE_S)  # let aio-pika see the dead link before the next look
 
     async def _writable_channel(self) -> Any:
         """The publisher's aiormq channel; while aio-pika reconnects, once it has restored it (the caller

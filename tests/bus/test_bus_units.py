@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 import pytest
+from aiormq.exceptions import DeliveryError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -273,3 +274,39 @@ def test_the_bus_connects_with_the_heartbeat_of_the_setting_and_aiormq_parses_it
     with pytest.raises(InvalidInput) as caught:
         Settings.from_env({"ACTWHEEL_AMQP_HEARTBEAT_S": "2.5"})
     assert caught.value.field == "amqp_heartbeat_s"
+
+
+class _FlakyChannel:
+    """An aiormq channel stand-in whose first write of each body ends as ``first`` says, then confirms."""
+
+    def __init__(self, first: BaseException) -> None:
+        self.first = first
+        self.writes: list[bytes] = []
+
+    async def basic_publish(self, body: bytes, **_: object) -> None:
+        self.writes.append(body)
+        if self.writes.count(body) == 1:
+            raise self.first
+
+
+@pytest.mark.parametrize(("first", "resent"), [
+    (ConnectionResetError(104, "Connection reset by peer"), True),  # the link dropped under the write
+    (asyncio.CancelledError(), True),  # its confirm future, cancelled as the connection closed
+    (DeliveryError(None, None), False),  # a nack is an answer
+])
+async def test_a_frame_whose_link_dropped_is_written_again_and_an_answer_is_not(
+        first: BaseException, resent: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from actwheel.bus import amqp
+
+    monkeypatch.setattr(amqp, "_RESEND_PAUSE_S", 0.0)
+    bus = amqp.AmqpBus("amqp://guest:guest@127.0.0.1:1/")  # never started: only the write loop is driven
+    channel = _FlakyChannel(first)
+
+    async def writable() -> _FlakyChannel:
+        return channel
+
+    monkeypatch.setattr(bus, "_writable_channel", writable)
+    frames = [("a.b", b"one", None), ("a.b", b"two", None)]
+    outcomes = await bus._write_until_confirmed("actwheel.events", frames, True)
+    assert channel.writes == ([b"one", b"two", b"one", b"two"] if resent else [b"one", b"two"])
+    assert outcomes == ([None, None] if resent else [first, first])
