@@ -387,9 +387,10 @@ class AmqpBus(Bus):
 
     async def _write_until_confirmed(self, exchange: str, frames: Sequence[tuple[str, bytes, Any]],
                                      mandatory: bool) -> list[Any]:
-        """Each frame's outcome (None: confirmed). A frame whose link dropped before its confirm — a broker
-        restarting under a publish that had not noticed it yet — is written again once aio-pika has restored
-        the channel: delivery is at least once (docs/messages.md), and the caller's timeout bounds the wait."""
+        """Each frame's outcome: its confirm, or the exception it ended with. A frame whose link dropped
+        before its confirm — a broker restarting under a publish that had not noticed it yet — is written
+        again once aio-pika has restored the channel: delivery is at least once (docs/messages.md), and the
+        caller's timeout bounds the wait."""
         outcomes: list[Any] = [None] * len(frames)
         todo = list(range(len(frames)))
         while True:
