@@ -53,3 +53,41 @@ def test_the_engine_s_own_lines_still_mask_secret_keys(capsys: pytest.CaptureFix
     get_logger("actwheel.test").warning("key_used", api_key="awk_x_secret", run_id="r1")
     (line,) = _lines(capsys.readouterr().err)
     assert (line["api_key"], line["run_id"], line["logger_name"]) == ("***", "r1", "actwheel.test")
+
+
+def _delivery(envelope_: Any) -> Any:
+    from actwheel.bus import Delivery
+
+    return Delivery(envelope=envelope_, queue="q", exchange="x", routing_key="k", redelivered=False,
+                    delivery_count=1, headers={})
+
+
+async def test_a_consumed_message_binds_its_ids_to_the_handler_and_restores_what_was_bound_after() -> None:
+    from structlog.contextvars import bind_contextvars, clear_contextvars, get_contextvars
+
+    from actwheel.actors.consumer import ConsumerActor
+    from actwheel.bus import Envelope, MemoryBus
+
+    seen: list[dict[str, Any]] = []
+
+    async def handler(_: Any) -> None:
+        seen.append(get_contextvars())
+        bind_contextvars(correlation_id="changed-inside", run_id="r1")  # a handler may bind more
+
+    async def failing(_: Any) -> None:
+        raise ValueError("boom")
+
+    actor = ConsumerActor(MemoryBus())
+    message = Envelope.new(type="run.ready", data={}, source="tests", correlation_id="c-1")
+    clear_contextvars()
+    bind_contextvars(correlation_id="outer", request="q-9")
+    try:
+        await actor._logged(handler)(_delivery(message))
+        assert seen == [{"correlation_id": "c-1", "request": "q-9", "actor": actor.name,
+                         "message_id": message.id, "message_type": "run.ready"}]
+        assert get_contextvars() == {"correlation_id": "outer", "request": "q-9", "run_id": "r1"}
+        with pytest.raises(ValueError, match="boom"):
+            await actor._logged(failing)(_delivery(message))
+        assert get_contextvars() == {"correlation_id": "outer", "request": "q-9", "run_id": "r1"}
+    finally:
+        clear_contextvars()
