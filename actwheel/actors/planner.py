@@ -72,10 +72,6 @@ BACKLOG_POLL_S = 0.1
 #: QUIET_PER_S runs a second per planner: a burst of others does not hold it, and what it costs stays bounded.
 QUIET_ITEMS = 2
 QUIET_PER_S = 50.0
-#: Due announcements handled at once. A held one keeps its delivery (un-acked) while it waits, so this is
-#: also how many may wait before a quiet announcement queues behind them: 64 of the ticker's 2,000-instant
-#: batches (128,000 instants due at once) before a quiet instant waits for the backlog to drain.
-DUE_PREFETCH = 64
 AUTOMATION_WRITE = "automation:write"
 
 
@@ -90,10 +86,8 @@ class Planner(ConsumerActor):
 
     def __init__(self, *, bus: Bus, store: Store, service: AutomationService, events: EventFactory,
                  clock: Clock, metrics: Metrics, queue_prefix: str = "", prefetch: int = 16,
-                 due_prefetch: int = DUE_PREFETCH, backlog_limit: int = 0, parking: bool = False,
-                 fire_ahead: bool = False) -> None:
-        """``prefetch``: messages handled at once per queue; ``due_prefetch``: due announcements (held ones
-        included). ``backlog_limit``: hold due announcements while this many runs (or more) are PENDING or
+                 backlog_limit: int = 0, parking: bool = False, fire_ahead: bool = False) -> None:
+        """``backlog_limit``: hold due announcements while this many runs (or more) are PENDING or
         RUNNING (0: never hold); see :meth:`_within_backlog`. ``parking``: park busy ``overlap: skip``
         automations instead of writing a SKIPPED row per instant (:mod:`actwheel.actors.parking`).
         ``fire_ahead``: plan an instant announced before it (the tickers' lead window) ahead of it, its run
@@ -104,7 +98,6 @@ class Planner(ConsumerActor):
         self.parked = ParkedOverlaps()
         self._backlog_limit = backlog_limit
         self._backlog_seen: tuple[datetime, int] | None = None
-        self._in_plan = 0  # the instants of announcements let through whose plans have not ended yet
         self._quiet = Allowance(clock, per_s=QUIET_PER_S, burst=QUIET_PER_S)
         self._recount: asyncio.Task[None] | None = None
         self._recount_again = False
@@ -118,7 +111,6 @@ class Planner(ConsumerActor):
         self._metrics = metrics
         self._prefix = queue_prefix
         self._prefetch = prefetch
-        self._due_prefetch = due_prefetch
         self._event_index = EventIndex(store=store, clock=clock)
         self._bound: set[str] = set()  # the patterns this instance bound (another instance may bind more)
         self._releasing: set[str] = set()
@@ -130,7 +122,7 @@ class Planner(ConsumerActor):
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
         return (
-            Intake(queues.planner_due(topology, prefix), self.on_due, self._due_prefetch),
+            Intake(queues.planner_due(topology, prefix), self.on_due, self._prefetch),
             Intake(queues.planner_commands(topology, prefix), self.on_command, self._prefetch),
             Intake(queues.planner_changes(topology, prefix), self.on_change, self._prefetch),
             Intake(queues.planner_events(topology, prefix), self.on_event, self._prefetch),
@@ -340,40 +332,21 @@ class Planner(ConsumerActor):
             self._quiet.charge(queued - len(unparked))  # a caught-up item may queue more than one run
             return queued
         held = await self._within_backlog()
-        self._in_plan += len(unparked)
-        queued = 0
-        try:
-            queued = await self.plan(unparked, catch_up=held)
-        finally:
-            self._in_plan -= len(unparked)
-            self._add_to_count(queued)
-        return queued
+        return await self.plan(unparked, catch_up=held)
 
     def _passes_as_quiet(self, items: Sequence[DueItem]) -> bool:
         """A small announcement over the backlog bound (by a count taken), within this instance's quiet
         allowance: planned now, not held. The allowance is charged for the runs the plan queues."""
-        seen = self._seen_backlog()
+        seen = self._backlog_seen
         return (self._backlog_limit > 0 and len(items) <= QUIET_ITEMS and seen is not None
-                and seen >= self._backlog_limit
+                and seen[1] >= self._backlog_limit
                 and not any(i.automation_id in self.parked for i in items)  # busy, not quiet: held
                 and self._quiet.take(len(items)))
 
     def _over_backlog(self) -> bool:
         """The last backlog count (or none yet) says this announcement would be held."""
-        seen = self._seen_backlog()
-        return self._backlog_limit > 0 and (seen is None or seen >= self._backlog_limit)
-
-    def _seen_backlog(self) -> int | None:
-        """The last count plus the instants let through since that are still being planned (None: no count)."""
         seen = self._backlog_seen
-        return None if seen is None else seen[1] + self._in_plan
-
-    def _add_to_count(self, queued: int) -> None:
-        """Runs a plan just queued, added to the last count until the next count (taken after that plan,
-        :meth:`_recount_soon`) replaces it: the announcements waiting meanwhile see them."""
-        seen = self._backlog_seen
-        if seen is not None and queued > 0:
-            self._backlog_seen = (seen[0], seen[1] + queued)
+        return self._backlog_limit > 0 and (seen is None or seen[1] >= self._backlog_limit)
 
     async def _park_busy(self, items: Sequence[DueItem]) -> list[DueItem]:
         """Before holding an announcement for the backlog, park the automations it names that are busy
@@ -400,16 +373,12 @@ class Planner(ConsumerActor):
         a query of its own: at idle that is one round trip less between the instant and the commit.
         Only a count at or over the bound is taken again, here, before holding.
 
-        The instants of the announcements let through and still being planned count as backlog
-        (:meth:`_seen_backlog`): when the backlog drains, the held announcements go one plan's worth at a
-        time, not all at once, so it stays near its bound instead of jumping by every held announcement.
-
         Returns whether it held: a held announcement is planned with ``catch_up`` (every instant due by
         then, in one plan, so the misfire rule sees them together)."""
         if self._backlog_limit <= 0:
             return False
-        seen = self._seen_backlog()
-        if seen is not None and seen < self._backlog_limit:
+        seen = self._backlog_seen
+        if seen is not None and seen[1] < self._backlog_limit:
             return False
         held = False
         while not self.stopping.is_set() and await self._backlog() >= self._backlog_limit:
@@ -420,12 +389,11 @@ class Planner(ConsumerActor):
         return held
 
     async def _backlog(self) -> int:
-        """The backlog, counted at most once per :data:`BACKLOG_POLL_S` (held announcements share it), plus
-        the instants still being planned."""
+        """The backlog, counted at most once per :data:`BACKLOG_POLL_S` (held announcements share it)."""
         seen = self._backlog_seen
         if seen is not None and self._count_fresh_for() > 0:
-            return seen[1] + self._in_plan
-        return await self._count_backlog() + self._in_plan
+            return seen[1]
+        return await self._count_backlog()
 
     def _count_fresh_for(self) -> float:
         """Seconds the last count may still be reused (≤ 0: stale, or no count yet)."""
