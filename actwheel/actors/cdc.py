@@ -125,7 +125,9 @@ class CdcEmitter(Actor):
         Where the store has row locks (PostgreSQL), take, publish and mark happen in one
         transaction holding the rows, so relays of several instances split the outbox instead of
         each publishing every row. Otherwise (SQLite: one writer, which a publish waiting on a
-        full in-process queue must not hold) the rows are taken, published, then marked.
+        full in-process queue must not hold) the rows are taken, published, then marked, each in an
+        urgent transaction (:meth:`Store.transaction`): two short statements that every message waits on
+        go ahead of a burst's plans of thousands of rows instead of behind them.
         """
         if self._store.row_locks:
             async with self._store.transaction() as tx:
@@ -133,11 +135,11 @@ class CdcEmitter(Actor):
                 if rows:
                     await self._finish(tx, rows, await self._publish(rows))
         else:
-            async with self._store.transaction() as tx:
+            async with self._store.transaction(urgent=True) as tx:
                 rows = await tx.outbox.take_batch(self._batch)
             if rows:
                 dead = await self._publish(rows)
-                async with self._store.transaction() as tx:
+                async with self._store.transaction(urgent=True) as tx:
                     await self._finish(tx, rows, dead)
         self.published += len(rows)
         return len(rows)

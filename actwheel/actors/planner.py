@@ -327,12 +327,13 @@ class Planner(ConsumerActor):
             unparked = await self._park_busy(unparked)
         if not unparked:
             return 0
+        small = len(unparked) <= QUIET_ITEMS  # a quiet automation's instant: its plan need not queue behind a burst's
         if self._passes_as_quiet(unparked):
-            queued = await self.plan(unparked)
+            queued = await self.plan(unparked, urgent=small)
             self._quiet.charge(queued - len(unparked))  # a caught-up item may queue more than one run
             return queued
         held = await self._within_backlog()
-        return await self.plan(unparked, catch_up=held)
+        return await self.plan(unparked, catch_up=held, urgent=small)
 
     def _passes_as_quiet(self, items: Sequence[DueItem]) -> bool:
         """A small announcement over the backlog bound (by a count taken), within this instance's quiet
@@ -449,18 +450,20 @@ class Planner(ConsumerActor):
             await self._recount  # one count at most: bounded by the store's own timeouts
 
     async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False,
-                   released: dict[str, Release] | None = None) -> int:
+                   released: dict[str, Release] | None = None, urgent: bool = False) -> int:
         """Plan every item; returns how many runs were queued. Retries lost CAS rounds.
 
         ``catch_up``: plan each automation up to the transaction's now, not only to its item's instant
         (an announcement held by the backlog bound: the ones after it are stale by then).
-        ``released``: parked automations whose runs have ended, by id (:func:`_overlapped_until`)."""
+        ``released``: parked automations whose runs have ended, by id (:func:`_overlapped_until`).
+        ``urgent``: a small plan, whose transaction goes ahead of the ordinary ones where they queue for
+        one writer (:meth:`Store.transaction`)."""
         pending = latest_per_automation(items)
         queued = 0
         for _ in range(_CAS_ROUNDS):
             if not pending:
                 return queued
-            lost, fired = await self._plan_round(pending, catch_up, released or {})
+            lost, fired = await self._plan_round(pending, catch_up, released or {}, urgent)
             queued += fired
             pending = lost
         if pending:
@@ -468,9 +471,9 @@ class Planner(ConsumerActor):
             raise Retry(delay=0.5)
         return queued
 
-    async def _plan_round(self, items: list[DueItem], catch_up: bool,
-                          released: dict[str, Release]) -> tuple[list[DueItem], int]:
-        async with self._store.transaction() as tx:
+    async def _plan_round(self, items: list[DueItem], catch_up: bool, released: dict[str, Release],
+                          urgent: bool = False) -> tuple[list[DueItem], int]:
+        async with self._store.transaction(urgent=urgent) as tx:
             now = await tx.now()
             planned = await self._plans(tx, items, now, catch_up, released)
             advances = [CursorAdvance(automation_id=p.automation.id, version=p.automation.version,

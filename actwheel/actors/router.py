@@ -233,7 +233,7 @@ class ExecutorRouter(ConsumerActor):
         for start in range(0, len(run_ids), chunk):
             ids = list(run_ids[start : start + chunk])
             slots = await self._slots_for(len(ids), small=small)
-            async with _released_on_error(slots, len(ids)), self._store.transaction() as tx:
+            async with _released_on_error(slots, len(ids)), self._store.transaction(urgent=small) as tx:
                 claimed = await tx.runs.claim_many(ids, self._instance, self._lease_s)
                 # once per claimed batch, never cached across batches: a ban bites on the next claim
                 principals = await tx.principals.get_many(_principals_of(claimed)) if claimed else {}

@@ -1162,8 +1162,12 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+    def transaction(self, *, urgent: bool = False) -> AbstractAsyncContextManager[Transaction]:
         """``async with store.transaction() as tx:`` commits on normal exit, rolls back on exception.
+
+        ``urgent``: a small transaction that others wait on (a quiet automation's plan or claim, the
+        outbox relay's take and mark): where transactions queue for one writer (SQLite), it goes ahead
+        of the ordinary ones. Speed only: it changes who waits, never what is written.
 
         :raises StorageUnavailable: no connection within the acquire timeout
         """

@@ -460,7 +460,8 @@ class PostgresStore(Store):
         return applied
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
+    async def transaction(self, *, urgent: bool = False) -> AsyncIterator[Transaction]:
+        # ``urgent`` changes nothing here: the pool's connections write concurrently, no queue to jump.
         async with self._transaction() as sql:
             tx = SqlTransaction(sql, partitions=self._partitions)
             yield tx

@@ -1,6 +1,7 @@
 """The SQLite adapter (aiosqlite): the embedded default.
 
-One connection, one writer: every transaction takes an asyncio lock and ``BEGIN IMMEDIATE``,
+One connection, one writer: every transaction takes the writer lock (``_writer_lock.py``: urgent
+ones go ahead of the ordinary waiters) and ``BEGIN IMMEDIATE``,
 so transactions in this process are serialised and another process on the same file waits
 (``busy_timeout``) instead of failing. WAL lets readers in other processes go on. Instants
 are integer microseconds; "now" is the store's injected :class:`~actwheel.clock.Clock`.
@@ -29,6 +30,7 @@ from actwheel.storage import _codec as codec
 from actwheel.storage._repos import SqlTransaction
 from actwheel.storage._runner import Row, SqlRunner
 from actwheel.storage._sql import Query, load_migrations, load_queries, qmark, split_statements
+from actwheel.storage._writer_lock import WriterLock
 from actwheel.storage.base import Store, Transaction
 
 __all__ = ["SqliteStore"]
@@ -222,7 +224,7 @@ class SqliteStore(Store):
         self._stop_wait_s = stop_wait_s
         self._queries = load_queries("sqlite")
         self._conn: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._lock = WriterLock()
         self._outbox_signal = asyncio.Event()
         self._stopped = False
 
@@ -351,9 +353,11 @@ class SqliteStore(Store):
         return self._conn
 
     @asynccontextmanager
-    async def _immediate(self) -> AsyncIterator[aiosqlite.Connection]:
-        """The write lock of this process, then of the file (BEGIN IMMEDIATE); commit or roll back."""
-        async with self._lock:
+    async def _immediate(self, *, urgent: bool = False) -> AsyncIterator[aiosqlite.Connection]:
+        """The write lock of this process (``urgent``: ahead of the ordinary waiters), then of the file
+        (BEGIN IMMEDIATE); commit or roll back."""
+        await self._lock.acquire(urgent=urgent)
+        try:
             conn = self._connection()
             with _mapped():
                 await conn.execute("BEGIN IMMEDIATE")
@@ -364,6 +368,8 @@ class SqliteStore(Store):
             except BaseException:
                 await asyncio.shield(self._rollback(conn))
                 raise
+        finally:
+            self._lock.release()
 
     @staticmethod
     async def _rollback(conn: aiosqlite.Connection) -> None:
@@ -388,8 +394,8 @@ class SqliteStore(Store):
         return applied
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
-        async with self._immediate() as conn:
+    async def transaction(self, *, urgent: bool = False) -> AsyncIterator[Transaction]:
+        async with self._immediate(urgent=urgent) as conn:
             tx = SqlTransaction(_SqliteRunner(conn, self._queries, self.clock), partitions=self._partitions)
             yield tx
         if tx.outbox_touched:
