@@ -272,8 +272,8 @@ class _FailingOutboxStore(Store):
         return await self._inner.wait_for_outbox(timeout)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
-        async with self._inner.transaction() as tx:
+    async def transaction(self, *, urgent: bool = False) -> AsyncIterator[Transaction]:
+        async with self._inner.transaction(urgent=urgent) as tx:
             real = tx.outbox.append_many
 
             async def append_then_fail(messages: Any) -> None:
@@ -290,8 +290,8 @@ class _BlindLedgerStore(_FailingOutboxStore):
     same key committed between our look-up and our insert."""
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
-        async with self._inner.transaction() as tx:
+    async def transaction(self, *, urgent: bool = False) -> AsyncIterator[Transaction]:
+        async with self._inner.transaction(urgent=urgent) as tx:
             async def nothing(key: str) -> None:
                 return None
 
