@@ -288,7 +288,7 @@ class Engine:
     async def _publish_due(self, message: AutomationsDue) -> None:
         envelope = Envelope.new(type=message.TYPE, data=message.to_data(), source=self.events_source,
                                 clock=self.clock)
-        await self.bus.publish(self.bus.topology.events, AutomationsDue.TYPE, envelope)
+        await self.bus.publish(self.bus.topology.events, message.routing_key, envelope)
 
     @property
     def events_source(self) -> str:

@@ -90,9 +90,9 @@ class EventFactory:
     def runs_ready(self, run_ids: Sequence[str], *, not_before: datetime | None = None) -> list[NewOutboxMessage]:
         """``run.ready`` for ``run_ids``, at most READY_BATCH per message; ``not_before``: they were planned
         ahead of that instant (fire-ahead) and may not be claimed before it."""
-        return [self.row(self.topology.events, RunsReady.TYPE,
-                         RunsReady(run_ids=tuple(run_ids[i : i + READY_BATCH]), not_before=not_before))
-                for i in range(0, len(run_ids), READY_BATCH)]
+        messages = [RunsReady(run_ids=tuple(run_ids[i : i + READY_BATCH]), not_before=not_before)
+                    for i in range(0, len(run_ids), READY_BATCH)]
+        return [self.row(self.topology.events, m.routing_key, m) for m in messages]
 
     def automation_changed(self, automation: Automation, change: str) -> NewOutboxMessage:
         kind = automation.trigger.get("type")

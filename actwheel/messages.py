@@ -17,6 +17,8 @@ from actwheel.errors import InvalidMessage
 
 __all__ = [
     "EVENT_BATCH",
+    "QUIET_DUE_ITEMS",
+    "QUIET_READY_RUNS",
     "ActionRequested",
     "ActionsCompleted",
     "AutomationChanged",
@@ -32,6 +34,15 @@ __all__ = [
     "message_from_data",
     "parse_instant",
 ]
+
+
+#: An ``automation.due`` of at most this many instants (a quiet automation's, not a burst's) is routed
+#: ``automation.due.quiet``, and a ``run.ready`` of at most QUIET_READY_RUNS runs ``run.ready.quiet``: each
+#: to a queue of its own, so that a burst's big announcements, held by the planner's backlog bound or
+#: waiting for the router's slots, do not keep a quiet automation's from being delivered
+#: (docs/design.md, "The quiet lane"). The type, the body and the handling are the same on both keys.
+QUIET_DUE_ITEMS = 2
+QUIET_READY_RUNS = 4
 
 
 def parse_instant(value: Any, field_name: str) -> datetime:
@@ -121,7 +132,13 @@ class AutomationsDue(Message):
     """The ticker saw these automations come due (routing key ``automation.due``)."""
 
     TYPE: ClassVar[str] = "automation.due"
+    QUIET_KEY: ClassVar[str] = "automation.due.quiet"
     items: tuple[DueItem, ...]
+
+    @property
+    def routing_key(self) -> str:
+        """``automation.due``, or :attr:`QUIET_KEY` for at most :data:`QUIET_DUE_ITEMS` instants."""
+        return self.QUIET_KEY if len(self.items) <= QUIET_DUE_ITEMS else self.TYPE
 
     def to_data(self) -> dict[str, Any]:
         """As the generic walk writes it, without the walk: the ticker sends every due instant through here."""
@@ -157,8 +174,14 @@ class RunsReady(Message):
     """
 
     TYPE: ClassVar[str] = "run.ready"
+    QUIET_KEY: ClassVar[str] = "run.ready.quiet"
     run_ids: tuple[str, ...]
     not_before: datetime | None = None
+
+    @property
+    def routing_key(self) -> str:
+        """``run.ready``, or :attr:`QUIET_KEY` for at most :data:`QUIET_READY_RUNS` runs."""
+        return self.QUIET_KEY if len(self.run_ids) <= QUIET_READY_RUNS else self.TYPE
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"run_ids": list(self.run_ids)}

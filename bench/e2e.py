@@ -184,8 +184,9 @@ async def delete_bus_names(engine: Engine) -> None:
     import aio_pika
 
     prefix = engine.bus.topology.events.removesuffix("actwheel.events")
-    queues = [f"{prefix}actwheel.{q}" for q in ("planner.due", "planner.commands", "planner.changes",
-                                                "planner.events", "router.ready", "router.requests", "auditor",
+    queues = [f"{prefix}actwheel.{q}" for q in ("planner.due", "planner.due.quiet", "planner.commands",
+                                                "planner.changes", "planner.events", "router.ready",
+                                                "router.ready.quiet", "router.requests", "auditor",
                                                 "ticker.bench", "dead-letters")]
     connection = await aio_pika.connect(BROKER_URL)
     async with connection:

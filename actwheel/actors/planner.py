@@ -38,6 +38,7 @@ from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory
 from actwheel.logs import get_logger
 from actwheel.messages import (
+    QUIET_DUE_ITEMS,
     AutomationChanged,
     AutomationCommandRequested,
     AutomationsDue,
@@ -70,7 +71,8 @@ _CAS_ROUNDS = 5
 BACKLOG_POLL_S = 0.1
 #: A due announcement of at most QUIET_ITEMS instants (a quiet automation's) passes the backlog bound, up to
 #: QUIET_PER_S runs a second per planner: a burst of others does not hold it, and what it costs stays bounded.
-QUIET_ITEMS = 2
+#: It also comes on a queue of its own (``automation.due.quiet``), so held big ones do not keep it undelivered.
+QUIET_ITEMS = QUIET_DUE_ITEMS
 QUIET_PER_S = 50.0
 AUTOMATION_WRITE = "automation:write"
 
@@ -119,10 +121,16 @@ class Planner(ConsumerActor):
         self._parsed = ParsedSpecs()
         self._observers: list[Callable[[Sequence[Run], datetime], None]] = []
 
+    @property
+    def last_backlog(self) -> int | None:
+        """The PENDING/RUNNING backlog by the last count taken (``None``: none yet, or it failed)."""
+        return None if self._backlog_seen is None else self._backlog_seen[1]
+
     def intake(self) -> Sequence[Intake]:
         topology, prefix = self.bus.topology, self._prefix
         return (
             Intake(queues.planner_due(topology, prefix), self.on_due, self._prefetch),
+            Intake(queues.planner_due_quiet(topology, prefix), self.on_due, self._prefetch),
             Intake(queues.planner_commands(topology, prefix), self.on_command, self._prefetch),
             Intake(queues.planner_changes(topology, prefix), self.on_change, self._prefetch),
             Intake(queues.planner_events(topology, prefix), self.on_event, self._prefetch),

@@ -12,7 +12,8 @@ from actwheel.bus.topology import QueueSpec, Topology
 from actwheel.messages import ActionRequested, AutomationsDue, RunsReady
 
 __all__ = ["AUTOMATION_CHANGES", "auditor_events", "automation_changes", "planner_changes", "planner_commands",
-           "planner_due", "planner_events", "role_queues", "router_ready", "router_requests"]
+           "planner_due", "planner_due_quiet", "planner_events", "role_queues", "router_ready", "router_ready_quiet",
+           "router_requests"]
 
 #: Every ``automation.<change>`` routing key's change: what the auditor records, the tickers apply to their
 #: wheels and the planners to their event index.
@@ -21,6 +22,11 @@ AUTOMATION_CHANGES = ("created", "updated", "enabled", "disabled", "deleted", "c
 
 def planner_due(topology: Topology, prefix: str = "") -> QueueSpec:
     return QueueSpec(f"{prefix}actwheel.planner.due", ((topology.events, AutomationsDue.TYPE),))
+
+
+def planner_due_quiet(topology: Topology, prefix: str = "") -> QueueSpec:
+    """Due announcements of at most QUIET_DUE_ITEMS instants: never behind a burst's held ones."""
+    return QueueSpec(f"{prefix}actwheel.planner.due.quiet", ((topology.events, AutomationsDue.QUIET_KEY),))
 
 
 def planner_commands(topology: Topology, prefix: str = "") -> QueueSpec:
@@ -41,6 +47,11 @@ def router_ready(topology: Topology, prefix: str = "") -> QueueSpec:
     return QueueSpec(f"{prefix}actwheel.router.ready", ((topology.events, RunsReady.TYPE),))
 
 
+def router_ready_quiet(topology: Topology, prefix: str = "") -> QueueSpec:
+    """``run.ready`` of at most QUIET_READY_RUNS runs: never behind a burst's deliveries waiting for slots."""
+    return QueueSpec(f"{prefix}actwheel.router.ready.quiet", ((topology.events, RunsReady.QUIET_KEY),))
+
+
 def router_requests(topology: Topology, prefix: str = "") -> QueueSpec:
     return QueueSpec(f"{prefix}actwheel.router.requests", ((topology.commands, ActionRequested.TYPE),))
 
@@ -58,6 +69,6 @@ def automation_changes(topology: Topology) -> tuple[tuple[str, str], ...]:
 
 def role_queues(topology: Topology, prefix: str = "") -> list[QueueSpec]:
     """Every role's queue (the planner's event queue without bindings: the planner adds them)."""
-    return [planner_due(topology, prefix), planner_commands(topology, prefix), planner_changes(topology, prefix),
-            planner_events(topology, prefix), router_ready(topology, prefix), router_requests(topology, prefix),
-            auditor_events(topology, prefix)]
+    return [planner_due(topology, prefix), planner_due_quiet(topology, prefix), planner_commands(topology, prefix),
+            planner_changes(topology, prefix), planner_events(topology, prefix), router_ready(topology, prefix),
+            router_ready_quiet(topology, prefix), router_requests(topology, prefix), auditor_events(topology, prefix)]

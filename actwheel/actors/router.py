@@ -38,7 +38,7 @@ from actwheel.clock import Clock
 from actwheel.errors import ActwheelError, InvalidMessage
 from actwheel.events import EventFactory, transition_of
 from actwheel.logs import get_logger
-from actwheel.messages import ActionRequested, CompletedAction, RunsReady, message_from_data
+from actwheel.messages import QUIET_READY_RUNS, ActionRequested, CompletedAction, RunsReady, message_from_data
 from actwheel.metrics import Metrics
 from actwheel.policy import Policy
 from actwheel.run_context import DRY_RUN_KEY, OWNER_KEY, RESERVED_PREFIX, acting_agent
@@ -71,8 +71,9 @@ OWNER_INACTIVE = "owner_inactive"
 AHEAD_RECLAIM_S = 0.25
 AHEAD_RECLAIMS = 8
 #: A ``run.ready`` of at most this many runs may start on the lane's :data:`LANE_SLOTS` slots of its own
-#: (beyond ``concurrency``), so that a quiet automation's run does not wait behind a burst's.
-LANE_RUNS = 4
+#: (beyond ``concurrency``), so that a quiet automation's run does not wait behind a burst's. It comes on a
+#: queue of its own (``run.ready.quiet``), so deliveries waiting for the shared slots do not hold it back.
+LANE_RUNS = QUIET_READY_RUNS
 LANE_SLOTS = 16
 #: With fire-ahead on, ``run.ready`` deliveries the router may hold until their instant beyond its prefetch
 #: (64 at most) for the ones it claims at once, so that held ones do not keep a run now from being delivered.
@@ -133,6 +134,7 @@ class ExecutorRouter(ConsumerActor):
         prefetch = max(1, min(self._concurrency, 64))
         return (
             Intake(queues.router_ready(topology, prefix), self.on_ready, prefetch + self._ahead_held),
+            Intake(queues.router_ready_quiet(topology, prefix), self.on_ready, prefetch + self._ahead_held),
             Intake(queues.router_requests(topology, prefix), self.on_request, prefetch),
         )
 

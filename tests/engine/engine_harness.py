@@ -13,8 +13,11 @@ from actwheel.actors.queues import role_queues
 from actwheel.bus import AmqpBus, Bus, Delivery, MemoryBus, QueueSpec, Topology
 from actwheel.clock import Clock, SystemClock, VirtualClock
 from actwheel.engine import Engine
+from actwheel.messages import AutomationsDue, RunsReady
 from actwheel.settings import Settings
 from actwheel.storage import open_store
+
+_QUIET_KEYS = {RunsReady.TYPE: RunsReady.QUIET_KEY, AutomationsDue.TYPE: AutomationsDue.QUIET_KEY}
 
 
 def _entries(delivery: Delivery) -> list[dict[str, Any]]:
@@ -36,8 +39,11 @@ class EventLog:
             self.changed.notify_all()
 
     def of(self, routing_key: str) -> list[dict[str, Any]]:
-        """The events seen on ``routing_key``: each entry of a batched lifecycle message is one event."""
-        return [entry for d in self.deliveries if d.routing_key == routing_key for entry in _entries(d)]
+        """The events seen on ``routing_key``: each entry of a batched lifecycle message is one event.
+        ``run.ready`` and ``automation.due`` include their quiet lane's (``run.ready.quiet``): the same
+        message on a key of its own when it is small."""
+        keys = {routing_key, _QUIET_KEYS.get(routing_key, routing_key)}
+        return [entry for d in self.deliveries if d.routing_key in keys for entry in _entries(d)]
 
     async def wait_for(self, predicate: Callable[[EventLog], bool], within: float = 15.0) -> None:
         """Wait until ``predicate(self)`` holds (woken by each new event), or fail after ``within`` s."""

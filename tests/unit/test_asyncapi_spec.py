@@ -117,7 +117,8 @@ def _published() -> list[tuple[str, str, str]]:
     events += [(EVENTS, AutomationChanged(automation_id="a", change=c).routing_key, AutomationChanged.TYPE)
                for c in AUTOMATION_CHANGES]
     events += [(EVENTS, "action.completed", ActionsCompleted.TYPE), (EVENTS, AutomationsDue.TYPE, AutomationsDue.TYPE),
-               (EVENTS, RunsReady.TYPE, RunsReady.TYPE), (EVENTS, StepProgressed.TYPE, StepProgressed.TYPE)]
+               (EVENTS, RunsReady.TYPE, RunsReady.TYPE), (EVENTS, StepProgressed.TYPE, StepProgressed.TYPE),
+               (EVENTS, AutomationsDue.QUIET_KEY, AutomationsDue.TYPE), (EVENTS, RunsReady.QUIET_KEY, RunsReady.TYPE)]
     changed = OntologyChanged.TYPE
     cdc = [(CDC, cdc_routing_key("object", "Order", c), changed) for c in ("created", "updated", "deleted")]
     cdc += [(CDC, cdc_routing_key("relation", "owns", c), changed) for c in ("created", "deleted")]

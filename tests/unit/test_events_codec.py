@@ -15,9 +15,13 @@ from actwheel.errors import InvalidMessage
 from actwheel.events import MAX_EVENT_TEXT, READY_BATCH, EventFactory, transition_of
 from actwheel.messages import (
     EVENT_BATCH,
+    QUIET_DUE_ITEMS,
+    QUIET_READY_RUNS,
     ActionsCompleted,
     AutomationChanged,
+    AutomationsDue,
     CompletedAction,
+    DueItem,
     Message,
     RunsReady,
     RunsTransitioned,
@@ -160,12 +164,30 @@ def test_canceled_runs_are_one_message(factory: EventFactory) -> None:
 def test_runs_ready_is_chunked(factory: EventFactory) -> None:
     ids = [f"r{i}" for i in range(2 * READY_BATCH + 1)]
     rows = factory.runs_ready(ids)
-    assert [r.routing_key for r in rows] == ["run.ready"] * 3
+    # the last chunk, of one run, is small enough for the quiet lane
+    assert [r.routing_key for r in rows] == ["run.ready", "run.ready", "run.ready.quiet"]
     decoded = [_decoded(r)[1] for r in rows]
     assert all(isinstance(m, RunsReady) for m in decoded)
     assert [rid for m in decoded for rid in m.run_ids] == ids  # type: ignore[attr-defined]
     assert [len(m.run_ids) for m in decoded] == [READY_BATCH, READY_BATCH, 1]  # type: ignore[attr-defined]
     assert factory.runs_ready([]) == []
+
+
+@pytest.mark.parametrize(("runs", "key"), [(1, "run.ready.quiet"), (QUIET_READY_RUNS, "run.ready.quiet"),
+                                           (QUIET_READY_RUNS + 1, "run.ready")])
+def test_small_run_ready_takes_the_quiet_key(factory: EventFactory, runs: int, key: str) -> None:
+    rows = factory.runs_ready([f"r{i}" for i in range(runs)], not_before=T0)
+    assert [r.routing_key for r in rows] == [key]
+    message = _decoded(rows[0])
+    assert message[0].type == RunsReady.TYPE  # the type is the same on both keys: one decoder, one handler
+    assert message[1] == RunsReady(run_ids=tuple(f"r{i}" for i in range(runs)), not_before=T0)
+
+
+@pytest.mark.parametrize(("items", "key"), [(0, "automation.due.quiet"), (QUIET_DUE_ITEMS, "automation.due.quiet"),
+                                            (QUIET_DUE_ITEMS + 1, "automation.due")])
+def test_small_due_announcement_takes_the_quiet_key(items: int, key: str) -> None:
+    due = AutomationsDue(items=tuple(DueItem(automation_id=f"a{i}", scheduled_for=T0) for i in range(items)))
+    assert due.routing_key == key
 
 
 def test_every_row_has_its_own_event_id(factory: EventFactory) -> None:
@@ -184,7 +206,7 @@ async def test_rows_written_by_the_service_decode_back(engine: Engine) -> None:
     assert messages["automation.created"] == AutomationChanged(
         automation_id=automation.id, change="created", next_run_at=automation.next_run_at,
         version=automation.version, trigger_type="cron")
-    assert messages["run.ready"] == RunsReady(run_ids=(run.id,))
+    assert messages["run.ready.quiet"] == RunsReady(run_ids=(run.id,))
     assert {decode(r.body).source for r in rows} == {"actwheel/t"}
 
 

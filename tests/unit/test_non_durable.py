@@ -295,7 +295,7 @@ async def test_a_due_instant_becomes_one_run_with_its_snapshots(engine: Engine, 
     assert (run.action_type, run.action_config, run.policy) == ("simple.op", LOG["config"], automation.policy)
     # a scheduled run carries no scopes: the router authorises it against its owner when dispatched
     assert run.context == {OWNER_KEY: {"id": "alice", "scopes": []}, TRANSIENT_KEY: automation.id}
-    assert await _outbox_keys(engine) == ["run.ready"]
+    assert await _outbox_keys(engine) == ["run.ready.quiet"]
     assert (await engine.service.get(ALICE, automation.id)).next_run_at == at + timedelta(minutes=1)
     async with engine.store.transaction() as tx:
         assert await tx.automations.query() == []
@@ -312,7 +312,7 @@ async def test_an_instant_fired_twice_is_one_run(engine: Engine, clock: VirtualC
     assert engine.transients.advance(automation.id, 1, moved.next_run_at, at)  # put the cursor back
     assert await _fire_at(engine, clock, automation, at) == 0
     assert len(await _runs(engine, automation.id)) == 1
-    assert await _outbox_keys(engine) == ["run.ready"]
+    assert await _outbox_keys(engine) == ["run.ready.quiet"]
 
 
 async def test_overlap_skip_records_the_instant_while_the_previous_run_is_going(
@@ -322,7 +322,7 @@ async def test_overlap_skip_records_the_instant_while_the_previous_run_is_going(
     await _fire_at(engine, clock, automation, START + timedelta(minutes=2))
     statuses = [(r.status, r.reason) for r in await _runs(engine, automation.id)]
     assert statuses == [(RunStatus.PENDING, None), (RunStatus.SKIPPED, "overlap")]
-    assert await _outbox_keys(engine) == ["run.ready", "run.skipped"]
+    assert await _outbox_keys(engine) == ["run.ready.quiet", "run.skipped"]
 
 
 async def test_misfire_fire_once_after_a_stall(engine: Engine, clock: VirtualClock) -> None:

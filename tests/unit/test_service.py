@@ -314,7 +314,7 @@ async def test_run_now_inserts_a_manual_pending_run_each_time(engine: Engine) ->
     assert first.owner_id == "alice"  # runs belong to the automation's owner
     assert first.context[OWNER_KEY] == {"id": "alice", "scopes": ["automation:write"]}  # what the requester held
     assert (first.action_type, first.action_config) == ("simple.op", LOG["config"])
-    ready = [d for k, d in await _outbox(engine) if k == "run.ready"]
+    ready = [d for k, d in await _outbox(engine) if k == "run.ready.quiet"]
     assert [d["run_ids"] for d in ready] == [[first.id], [second.id]]
 
 
@@ -390,7 +390,7 @@ async def test_submit_action_is_idempotent_by_key(engine: Engine) -> None:
     assert first.run.automation_id is None
     assert first.run.context["order"] == 1
     assert first.run.context[OWNER_KEY]["id"] == "alice"
-    ready = [d["run_ids"] for k, d in await _outbox(engine) if k == "run.ready"]
+    ready = [d["run_ids"] for k, d in await _outbox(engine) if k == "run.ready.quiet"]
     assert ready == [[first.run.id], [other.run.id]]  # no second run.ready for the duplicate
 
 
