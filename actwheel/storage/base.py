@@ -1142,6 +1142,10 @@ class Store(ABC):
     #: (``take_batch(exclusive=True)`` skips rows another open transaction took): PostgreSQL. False
     #: for one writer (SQLite), where a transaction must never be held across a bus publish.
     row_locks: bool = False
+    #: How many transactions can write at once: 1 on SQLite (one writer), the connection pool's size on
+    #: PostgreSQL. An actor that queues bulk work at once bounds it below this, so that others keep a way
+    #: in (the planner's big plans: :class:`~actwheel.actors.planner.Planner`).
+    writers: int = 1
 
     @abstractmethod
     async def start(self) -> None:

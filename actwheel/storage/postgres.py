@@ -310,6 +310,7 @@ class PostgresStore(Store):
         self._dsn = dsn
         self._min_size = min_size
         self._max_size = max_size
+        self.writers = max_size
         self._acquire_timeout = acquire_timeout_s
         self._statement_timeout = statement_timeout_s
         self._connect_timeout = connect_timeout_s

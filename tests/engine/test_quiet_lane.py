@@ -5,12 +5,15 @@ the lane, the small one waits in the same queue behind the held ones, whatever t
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, timedelta
+from typing import Any
 
+import pytest
 from engine_harness import Stack, pass_time
 from procs import eventually
 
-from actwheel.actors.planner import Planner
+from actwheel.actors.planner import QUIET_ITEMS, Planner
 from actwheel.actors.router import ExecutorRouter
 from actwheel.bus.envelope import Envelope
 from actwheel.clock import SystemClock
@@ -95,3 +98,45 @@ async def test_a_single_run_is_delivered_while_held_ready_messages_fill_the_rout
         run = await engine.service.run_now(ALICE, automation.id)  # one run: run.ready.quiet
         done = await log.wait_count("run.succeeded", 1, within=15)
         assert [e["run_id"] for e in done] == [run.id]
+
+
+async def test_big_plans_go_one_at_a_time_and_a_small_one_passes_them(
+        embedded: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queued together on SQLite's one writer, the plans of a burst's announcements were a chain of seconds
+    that everything else waited behind: the planner lets one big plan at a time at the store."""
+    engine = embedded.engine(roles=NO_ROUTER)
+    async with engine:
+        planner = engine.actors["planner"]
+        assert isinstance(planner, Planner)
+        automations = await _create_loud(engine, 2 * (QUIET_ITEMS + 1) + 1)
+        items = [DueItem(automation_id=a.id, scheduled_for=a.next_run_at) for a in automations
+                 if a.next_run_at is not None]
+        gate = asyncio.Event()
+        big_inside: list[int] = []
+        original = Planner._plan_round
+
+        async def spied(self: Planner, round_items: list[DueItem], *args: Any, **kwargs: Any) -> Any:
+            big = len(round_items) > QUIET_ITEMS
+            if big:
+                big_inside.append(len(big_inside) + 1)
+                await gate.wait()
+            try:
+                return await original(self, round_items, *args, **kwargs)
+            finally:
+                if big:
+                    big_inside.pop()
+
+        monkeypatch.setattr(Planner, "_plan_round", spied)
+        first = asyncio.create_task(planner.plan(items[: QUIET_ITEMS + 1]))
+        second = asyncio.create_task(planner.plan(items[QUIET_ITEMS + 1 : -1]))
+
+        async def one_inside() -> bool:
+            return bool(big_inside)
+
+        await eventually(one_inside, within=5, every=0.01, what="the first big plan at the store")
+        async with asyncio.timeout(10):  # a small plan does not wait for the big ones
+            await planner.plan(items[-1:], urgent=True)
+        assert big_inside == [1]  # the second big plan waits for the first, outside the store
+        gate.set()
+        await asyncio.gather(first, second)
+        assert big_inside == []

@@ -8,6 +8,8 @@ import asyncio
 import pytest
 
 from actwheel.storage._writer_lock import WriterLock
+from actwheel.storage.postgres import PostgresStore
+from actwheel.storage.sqlite import SqliteStore
 
 
 async def _take(lock: WriterLock, name: str, order: list[str], *, urgent: bool = False,
@@ -85,3 +87,9 @@ async def test_a_stream_of_urgent_waiters_lets_an_ordinary_one_through_after_a_s
     streak = [f"u{i}" for i in range(URGENT_STREAK)]
     assert order == ["holder", *streak, "o0", *[f"u{i}" for i in range(URGENT_STREAK, 2 * URGENT_STREAK)], "o1",
                      f"u{2 * URGENT_STREAK}"]
+
+
+def test_a_store_says_how_many_transactions_can_write_at_once() -> None:
+    """The planner sizes its bound on big plans by it: one on SQLite, the pool's size on PostgreSQL."""
+    assert SqliteStore(":memory:").writers == 1
+    assert PostgresStore("postgresql://nowhere/x", max_size=7).writers == 7
