@@ -54,6 +54,7 @@ import aiosqlite
 import asyncpg
 
 from actwheel.actors.planner import Planner
+from actwheel.actors.queues import role_queues
 from actwheel.actors.router import ExecutorRouter
 from actwheel.auth.keys import new_key
 from actwheel.bus import AmqpBus, MemoryBus, Topology
@@ -183,18 +184,16 @@ async def delete_bus_names(engine: Engine) -> None:
         return
     import aio_pika
 
-    prefix = engine.bus.topology.events.removesuffix("actwheel.events")
-    queues = [f"{prefix}actwheel.{q}" for q in ("planner.due", "planner.due.quiet", "planner.commands",
-                                                "planner.changes", "planner.events", "router.ready",
-                                                "router.ready.quiet", "router.requests", "auditor",
-                                                "ticker.bench", "dead-letters")]
+    topology = engine.bus.topology
+    prefix = topology.events.removesuffix("actwheel.events")
+    queues = [*(spec.name for spec in role_queues(topology, prefix)), f"{prefix}actwheel.ticker.bench",
+              topology.dead_letters]
     connection = await aio_pika.connect(BROKER_URL)
     async with connection:
-        for name in [*queues]:
+        for name in queues:
             channel = await connection.channel()
             with contextlib.suppress(Exception):
                 await channel.queue_delete(name)
-        topology = engine.bus.topology
         for name in (*topology.exchanges, topology.dlx):
             channel = await connection.channel()
             with contextlib.suppress(Exception):
