@@ -464,6 +464,8 @@ class Planner(ConsumerActor):
         await super().drain()
         if self._recount is not None:
             await self._recount  # one count at most: bounded by the store's own timeouts
+        if self._counting is not None:  # a shared count whose askers have gone: it still holds a transaction
+            await asyncio.wait({self._counting})  # its outcome was theirs; only its end matters here
 
     async def plan(self, items: Sequence[DueItem], *, catch_up: bool = False,
                    released: dict[str, Release] | None = None, urgent: bool = False) -> int:

@@ -164,3 +164,40 @@ async def test_counts_asked_for_at_once_share_one_query(stack: Stack, monkeypatc
         assert queries - before == 1
         await planner._count_backlog()  # the next one asks again
         assert queries - before == 2
+
+
+async def test_drain_waits_for_a_shared_count_whose_askers_have_gone(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count runs in a task of its own (shared by its askers, shielded from their cancellation): the planner's
+    drain waits for it, so that a stop never closes the store under a count still in its transaction."""
+    from actwheel.storage._runs import SqlRuns
+
+    entered, release = asyncio.Event(), asyncio.Event()
+    count = SqlRuns.count_backlog
+
+    async def slow(self: SqlRuns, limit: int) -> int:
+        entered.set()
+        await release.wait()
+        return await count(self, limit)
+
+    engine = stack.engine(roles=NO_ROUTER, plan_backlog=3)
+    async with engine:
+        planner = engine.actors["planner"]
+        assert isinstance(planner, Planner)
+        monkeypatch.setattr(SqlRuns, "count_backlog", slow)
+        asker = asyncio.create_task(planner._count_backlog())
+        await asyncio.wait_for(entered.wait(), timeout=5)
+        asker.cancel()  # the asker goes; its count goes on
+        with pytest.raises(asyncio.CancelledError):
+            await asker
+        draining = asyncio.create_task(planner.drain())
+        try:
+            for _ in range(20):  # let the drain run as far as it can on its own
+                await asyncio.sleep(0)
+            assert not draining.done()
+        finally:
+            release.set()  # a failing run still lets the count (and the engine's stop) end
+        await asyncio.wait_for(draining, timeout=5)
+        assert planner._counting is not None
+        assert planner._counting.done()
+        monkeypatch.undo()
