@@ -688,7 +688,7 @@ class _ChangeSteps:
         _ok(await self._client.delete(f"/v1/automations/{self._automations[i]['id']}"), 200)
 
 
-async def _change_costs(clients: dict[str, Any], ops: int, blocks: int = 4) -> dict[str, dict[str, dict[str, float]]]:
+async def _change_costs(clients: dict[str, Any], ops: int, blocks: int = 8) -> dict[str, dict[str, dict[str, float]]]:
     """CPU µs per change for each engine (by name), over ``ops`` requests of each kind split into ``blocks``
     blocks that alternate between the engines (the first engine first, then the last first, ...), each
     block timed until the process is idle again. Side by side in the same minutes, the engines see the
