@@ -695,7 +695,7 @@ async def _change_costs(clients: dict[str, Any], ops: int, blocks: int = 8) -> d
     same box, garbage and caches, so their ratio does not move with the minute the way two phases one
     after the other did (docs/benchmarks.md, round 17)."""
     steps = {name: _ChangeSteps(client) for name, client in clients.items()}
-    per_block = max(1, ops // blocks)
+    per_block = max(1, ops // blocks)  # ``ops`` rounded down to whole blocks; each entry says how many ran
     cpu = {name: dict.fromkeys(CHANGE_OPS, 0.0) for name in clients}
     walls: dict[str, dict[str, list[float]]] = {name: {op: [] for op in CHANGE_OPS} for name in clients}
     await _settle()
@@ -711,7 +711,7 @@ async def _change_costs(clients: dict[str, Any], ops: int, blocks: int = 8) -> d
                 await _settle()
                 cpu[name][op] += _cpu() - cpu_start
     done = blocks * per_block
-    return {name: {op: {"cpu_us": round(cpu[name][op] / done * 1e6, 1),
+    return {name: {op: {"cpu_us": round(cpu[name][op] / done * 1e6, 1), "requests": done,
                         "wall_p50_ms": round(statistics.median(walls[name][op]) * 1000, 2)} for op in CHANGE_OPS}
             for name in clients}
 
