@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -541,6 +541,8 @@ async def apscheduler_burst(n: int, lead_s: float) -> dict[str, Any]:
 
 CHANGE_OPS = ("create", "update", "enable", "disable", "delete")
 FAR = {"type": "cron", "expression": "0 0 3 * * ?"}
+#: The body of every automation the change rows create: far from due, so nothing it sets off is a run.
+FAR_BODY: dict[str, Any] = {"trigger": FAR, "action": {"type": "simple.op", "config": ACTION}}
 
 
 async def changes(kind: str, small: int, large: int, ops: int, creates: int, concurrency: int) -> dict[str, Any]:
@@ -631,10 +633,9 @@ async def _batch_creates(client: Any, total: int, size: int = 1000) -> dict[str,
     """``POST /v1/automations/batch`` of ``size`` items, one call after another, ``total`` in all (a 404
     or 405 where the route does not exist: skipped)."""
     await _settle()
-    body = {"trigger": FAR, "action": {"type": "simple.op", "config": ACTION}}
     started, cpu_start, done = time.perf_counter(), _cpu(), 0
     while done < total:
-        items = [{**body, "name": f"m{done + i}"} for i in range(min(size, total - done))]
+        items = [{**FAR_BODY, "name": f"m{done + i}"} for i in range(min(size, total - done))]
         answer = await client.post("/v1/automations/batch", json={"items": items})
         if answer.status_code in (404, 405):
             return {"skipped": f"POST /v1/automations/batch answered {answer.status_code}"}
@@ -663,15 +664,13 @@ async def _settle(quiet_share: float = 0.05, step: float = 0.05, limit: float = 
 class _ChangeSteps:
     """One request of each kind of change against one engine's API, the ``i``-th automation it created."""
 
-    BODY: ClassVar[dict[str, Any]] = {"trigger": FAR, "action": {"type": "simple.op", "config": ACTION}}
-
     def __init__(self, client: Any) -> None:
         self._client = client
         self._automations: list[dict[str, Any]] = []
 
     async def create(self, i: int) -> None:
-        self._automations.append(_ok(await self._client.post("/v1/automations", json={**self.BODY, "name": f"c{i}"}),
-                                     201))
+        answer = await self._client.post("/v1/automations", json={**FAR_BODY, "name": f"c{i}"})
+        self._automations.append(_ok(answer, 201))
 
     async def update(self, i: int) -> None:
         a = self._automations[i]
@@ -726,12 +725,11 @@ def _ok(answer: Any, status: int) -> dict[str, Any]:
 
 async def _concurrent_creates(client: Any, total: int, concurrency: int) -> dict[str, Any]:
     await _settle()
-    body = {"trigger": FAR, "action": {"type": "simple.op", "config": ACTION}}
     queue = iter(range(total))
 
     async def worker() -> None:
         for i in queue:
-            _ok(await client.post("/v1/automations", json={**body, "name": f"k{i}"}), 201)
+            _ok(await client.post("/v1/automations", json={**FAR_BODY, "name": f"k{i}"}), 201)
 
     started, cpu_start = time.perf_counter(), _cpu()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
